@@ -1,0 +1,47 @@
+-- _expire_key: expire a key's live holds whose TTL has passed and put their
+-- units back into the pool, so that an expired but unswept hold never causes
+-- a refusal. Locks: hold rows FOR UPDATE SKIP LOCKED (a hold locked by a
+-- sweeper or its owner is being dealt with already). Returns units returned.
+-- Touches holds, pool_units.
+CREATE OR REPLACE FUNCTION stockpool._expire_key(
+    p_shop_id bigint,
+    p_item_id bigint,
+    p_location_id bigint,
+    p_buckets integer
+)
+RETURNS integer
+LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_units integer;
+BEGIN
+    WITH due AS (
+        SELECT h.checkout_id
+        FROM stockpool.holds AS h
+        WHERE h.shop_id = p_shop_id
+            AND h.item_id = p_item_id
+            AND h.location_id = p_location_id
+            AND h.status = 'held'
+            AND h.expires_at <= pg_catalog.now()
+        FOR UPDATE SKIP LOCKED
+    ),
+    expired AS (
+        UPDATE stockpool.holds AS h
+        SET status = 'expired',
+            updated_at = pg_catalog.now()
+        FROM due
+        WHERE h.shop_id = p_shop_id
+            AND h.checkout_id = due.checkout_id
+            AND h.item_id = p_item_id
+            AND h.location_id = p_location_id
+        RETURNING h.quantity
+    )
+    SELECT coalesce(pg_catalog.sum(expired.quantity), 0)::integer INTO v_units
+    FROM expired;
+
+    RETURN stockpool._add_units(p_shop_id, p_item_id, p_location_id, v_units, p_buckets);
+END;
+$function$;
+
+COMMENT ON FUNCTION stockpool._expire_key(bigint, bigint, bigint, integer) IS
+'Internal: expire one key''s overdue holds and return their units to its pool.';

@@ -1,0 +1,79 @@
+-- _take_lines: take every unit of every line, or none.
+-- Lines must be sorted by (item_id, location_id), one line per key, keys known.
+-- 1. Fast path, in a subtransaction: per key, SKIP LOCKED take, and if the
+--    pool is short a waiting refill of at least the shortfall, then take again.
+-- 2. If any line is still short, the subtransaction is rolled back, which
+--    releases every pool row, refill lock and ledger row it took, and the near-
+--    sellout path runs with nothing held: per key, wait for units locked by
+--    in-flight transactions (unit_id order), expire the key's overdue holds,
+--    refill, take. Only if that is short too is the answer false.
+-- Lock order on both paths: keys in sorted order; within a key pool rows,
+-- then the refill advisory lock, then the ledger row. Nobody waits on pool rows
+-- while holding a refill lock or ledger row, so no wait can close a cycle.
+-- Returns true with all units taken (deleted from the pool), false with no
+-- change at all. Touches pool_units, stock, holds.
+CREATE OR REPLACE FUNCTION stockpool._take_lines(
+    p_shop_id bigint,
+    p_item_ids bigint[],
+    p_location_ids bigint[],
+    p_quantities integer[],
+    p_buckets integer[]
+)
+RETURNS boolean
+LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_i integer;
+    v_got integer;
+    v_lines integer := pg_catalog.array_length(p_item_ids, 1);
+BEGIN
+    BEGIN
+        FOR v_i IN 1..v_lines LOOP
+            v_got := stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
+                                     p_quantities[v_i], p_buckets[v_i]);
+            IF v_got < p_quantities[v_i] THEN
+                PERFORM stockpool._refill(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
+                                          p_quantities[v_i] - v_got, true, false);
+                v_got := v_got + stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
+                                                 p_quantities[v_i] - v_got, p_buckets[v_i]);
+            END IF;
+            IF v_got < p_quantities[v_i] THEN
+                RAISE EXCEPTION USING ERRCODE = 'SPX01';
+            END IF;
+        END LOOP;
+        RETURN true;
+    EXCEPTION
+        WHEN SQLSTATE 'SPX01' THEN
+            NULL;
+    END;
+
+    BEGIN
+        FOR v_i IN 1..v_lines LOOP
+            v_got := stockpool._take_waiting(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
+                                             p_quantities[v_i]);
+            IF v_got < p_quantities[v_i] THEN
+                PERFORM stockpool._expire_key(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
+                                              p_buckets[v_i]);
+                v_got := v_got + stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
+                                                 p_quantities[v_i] - v_got, p_buckets[v_i]);
+            END IF;
+            IF v_got < p_quantities[v_i] THEN
+                PERFORM stockpool._refill(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
+                                          p_quantities[v_i] - v_got, true, false);
+                v_got := v_got + stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
+                                                 p_quantities[v_i] - v_got, p_buckets[v_i]);
+            END IF;
+            IF v_got < p_quantities[v_i] THEN
+                RAISE EXCEPTION USING ERRCODE = 'SPX01';
+            END IF;
+        END LOOP;
+        RETURN true;
+    EXCEPTION
+        WHEN SQLSTATE 'SPX01' THEN
+            RETURN false;
+    END;
+END;
+$function$;
+
+COMMENT ON FUNCTION stockpool._take_lines(bigint, bigint[], bigint[], integer[], integer[]) IS
+'Internal: all-or-nothing, deadlock-free take of several keys'' units (fast path, then waiting path).';

@@ -1,0 +1,85 @@
+-- check_invariants: every violated invariant, one row each; no rows when
+-- healthy. Reads one snapshot (run it in REPEATABLE READ to compare with
+-- other reads). Invariants, per key:
+--   oversell        pooled + held > on_hand
+--   allocation      allocated counter <> pooled + held
+--   ledger_drift    on_hand <> sum of its movements
+--   negative        on_hand, allocated or a hold quantity below zero or zero
+--   orphan          pool units or holds of a key missing from the ledger
+-- Touches stock, pool_units, holds, movements (read only).
+CREATE OR REPLACE FUNCTION stockpool.check_invariants()
+RETURNS TABLE (
+    shop_id bigint,
+    item_id bigint,
+    location_id bigint,
+    invariant text,
+    detail text
+)
+LANGUAGE sql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $function$
+    WITH levels AS (
+        SELECT l.shop_id, l.item_id, l.location_id, l.on_hand, l.pooled, l.held,
+               s.allocated
+        FROM stockpool.stock_levels AS l
+        JOIN stockpool.stock AS s
+            ON s.shop_id = l.shop_id
+            AND s.item_id = l.item_id
+            AND s.location_id = l.location_id
+    ),
+    history AS (
+        SELECT m.shop_id, m.item_id, m.location_id, pg_catalog.sum(m.delta) AS on_hand
+        FROM stockpool.movements AS m
+        GROUP BY m.shop_id, m.item_id, m.location_id
+    )
+    SELECT l.shop_id, l.item_id, l.location_id, 'oversell',
+           pg_catalog.format('pooled %s + held %s > on_hand %s', l.pooled, l.held, l.on_hand)
+    FROM levels AS l
+    WHERE l.pooled + l.held > l.on_hand
+    UNION ALL
+    SELECT l.shop_id, l.item_id, l.location_id, 'allocation',
+           pg_catalog.format('allocated %s <> pooled %s + held %s', l.allocated, l.pooled, l.held)
+    FROM levels AS l
+    WHERE l.allocated <> l.pooled + l.held
+    UNION ALL
+    SELECT s.shop_id, s.item_id, s.location_id, 'ledger_drift',
+           pg_catalog.format('on_hand %s <> sum of movements %s', s.on_hand, coalesce(h.on_hand, 0))
+    FROM stockpool.stock AS s
+    LEFT JOIN history AS h
+        ON h.shop_id = s.shop_id
+        AND h.item_id = s.item_id
+        AND h.location_id = s.location_id
+    WHERE s.on_hand <> coalesce(h.on_hand, 0)
+    UNION ALL
+    SELECT l.shop_id, l.item_id, l.location_id, 'negative',
+           pg_catalog.format('on_hand %s, allocated %s, free %s', l.on_hand, l.allocated,
+                             l.on_hand - l.pooled - l.held)
+    FROM levels AS l
+    WHERE l.on_hand < 0 OR l.allocated < 0
+    UNION ALL
+    SELECT hd.shop_id, hd.item_id, hd.location_id, 'negative',
+           pg_catalog.format('hold of checkout %s has quantity %s', hd.checkout_id, hd.quantity)
+    FROM stockpool.holds AS hd
+    WHERE hd.quantity <= 0
+    UNION ALL
+    SELECT o.shop_id, o.item_id, o.location_id, 'orphan',
+           pg_catalog.format('%s rows of a key missing from the ledger', o.source)
+    FROM (
+        SELECT DISTINCT u.shop_id, u.item_id, u.location_id, 'pool' AS source
+        FROM stockpool.pool_units AS u
+        UNION
+        SELECT DISTINCT hd.shop_id, hd.item_id, hd.location_id, 'hold'
+        FROM stockpool.holds AS hd
+    ) AS o
+    WHERE NOT EXISTS (
+        SELECT FROM stockpool.stock AS s
+        WHERE s.shop_id = o.shop_id
+            AND s.item_id = o.item_id
+            AND s.location_id = o.location_id
+    );
+$function$;
+
+COMMENT ON FUNCTION stockpool.check_invariants() IS
+'One row per violated invariant (oversell, allocation, ledger_drift, negative, orphan); none when healthy.';

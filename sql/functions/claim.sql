@@ -1,0 +1,117 @@
+-- claim: payment succeeded. Every live hold of the checkout becomes a
+-- permanent deduction of on_hand with one movement row per key, in one
+-- transaction, all or nothing.
+-- Returns the units claimed by the checkout in total; a retry claims nothing
+-- twice and returns the same number.
+-- Locks: the checkout lock, the checkout's hold rows FOR UPDATE, then the
+-- ledger rows of its keys in sorted key order (pool, then holds, then ledger).
+-- Raises 22004 (NULL argument), SP003 (unknown checkout), SP004 (a live hold
+-- of the checkout has expired: nothing is claimed), SP005 (the checkout was
+-- released: nothing left to claim).
+-- Touches holds, stock, movements.
+CREATE OR REPLACE FUNCTION stockpool.claim(
+    p_shop_id bigint,
+    p_checkout_id uuid
+)
+RETURNS integer
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $function$
+DECLARE
+    v_hold record;
+    v_on_hand integer;
+    v_rows integer := 0;
+    v_held integer := 0;
+    v_expired integer := 0;
+    v_released integer := 0;
+    v_claimed integer := 0;
+    v_item_ids bigint[] := ARRAY[]::bigint[];
+    v_location_ids bigint[] := ARRAY[]::bigint[];
+    v_quantities integer[] := ARRAY[]::integer[];
+    v_i integer;
+BEGIN
+    IF p_shop_id IS NULL OR p_checkout_id IS NULL THEN
+        RAISE EXCEPTION 'stockpool.claim: % must not be NULL',
+            stockpool._null_args(ARRAY['p_shop_id', 'p_checkout_id'],
+                                 ARRAY[p_shop_id IS NULL, p_checkout_id IS NULL])
+            USING ERRCODE = '22004';
+    END IF;
+
+    PERFORM stockpool._lock_checkout(p_shop_id, p_checkout_id);
+
+    FOR v_hold IN
+        SELECT h.item_id, h.location_id, h.status, h.quantity,
+               h.expires_at <= pg_catalog.now() AS overdue
+        FROM stockpool.holds AS h
+        WHERE h.shop_id = p_shop_id
+            AND h.checkout_id = p_checkout_id
+        ORDER BY h.item_id, h.location_id
+        FOR UPDATE
+    LOOP
+        v_rows := v_rows + 1;
+        CASE
+            WHEN v_hold.status = 'held' AND v_hold.overdue THEN v_expired := v_expired + 1;
+            WHEN v_hold.status = 'held' THEN
+                v_held := v_held + 1;
+                v_item_ids := v_item_ids || v_hold.item_id;
+                v_location_ids := v_location_ids || v_hold.location_id;
+                v_quantities := v_quantities || v_hold.quantity;
+            WHEN v_hold.status = 'expired' THEN v_expired := v_expired + 1;
+            WHEN v_hold.status = 'released' THEN v_released := v_released + 1;
+            ELSE v_claimed := v_claimed + v_hold.quantity;
+        END CASE;
+    END LOOP;
+
+    IF v_rows = 0 THEN
+        RAISE EXCEPTION 'stockpool.claim: checkout % holds nothing in shop %', p_checkout_id, p_shop_id
+            USING ERRCODE = 'SP003',
+                  HINT = 'Reserve with stockpool.reserve_units() or reserve_cart() before claiming.';
+    END IF;
+    IF v_held = 0 AND v_claimed > 0 THEN
+        RETURN v_claimed;
+    END IF;
+    IF v_expired > 0 AND (v_held > 0 OR v_released = 0) THEN
+        RAISE EXCEPTION 'stockpool.claim: a hold of checkout % has expired; nothing was claimed', p_checkout_id
+            USING ERRCODE = 'SP004',
+                  HINT = 'Reserve again; the expired units may have been sold to someone else.';
+    END IF;
+    IF v_held = 0 THEN
+        RAISE EXCEPTION 'stockpool.claim: checkout % was released; nothing to claim', p_checkout_id
+            USING ERRCODE = 'SP005',
+                  HINT = 'Reserve again before claiming.';
+    END IF;
+
+    FOR v_i IN 1..v_held LOOP
+        UPDATE stockpool.stock AS s
+        SET on_hand = s.on_hand - v_quantities[v_i],
+            allocated = s.allocated - v_quantities[v_i],
+            updated_at = pg_catalog.now()
+        WHERE s.shop_id = p_shop_id
+            AND s.item_id = v_item_ids[v_i]
+            AND s.location_id = v_location_ids[v_i]
+        RETURNING s.on_hand INTO v_on_hand;
+
+        INSERT INTO stockpool.movements
+            (shop_id, item_id, location_id, delta, on_hand_after, reason, checkout_id)
+        VALUES
+            (p_shop_id, v_item_ids[v_i], v_location_ids[v_i], -v_quantities[v_i], v_on_hand,
+             'claim', p_checkout_id);
+        v_claimed := v_claimed + v_quantities[v_i];
+    END LOOP;
+
+    UPDATE stockpool.holds AS h
+    SET status = 'claimed',
+        updated_at = pg_catalog.now()
+    WHERE h.shop_id = p_shop_id
+        AND h.checkout_id = p_checkout_id
+        AND h.status = 'held';
+
+    RETURN v_claimed;
+END;
+$function$;
+
+COMMENT ON FUNCTION stockpool.claim(bigint, uuid) IS
+'Payment succeeded: turn the checkout''s live holds into deductions of on hand (with movements), all or nothing. '
+'Returns the units claimed by the checkout; a retry returns the same number and claims nothing twice. '
+'SQLSTATEs: 22004 NULL argument, SP003 unknown checkout, SP004 hold expired, SP005 checkout released.';

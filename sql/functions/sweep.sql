@@ -1,0 +1,74 @@
+-- sweep: expire up to p_batch overdue holds in one short transaction and put
+-- their units back into their keys' pools.
+-- Returns the number of holds expired. Several sweepers can run at once: each
+-- locks its batch FOR UPDATE SKIP LOCKED, so they take disjoint batches and
+-- never wait on each other or on a checkout being claimed or released.
+-- Raises 22004 (NULL p_batch), 22023 (p_batch <= 0).
+-- Touches holds, pool_units; reads stock.
+CREATE OR REPLACE FUNCTION stockpool.sweep(
+    p_batch integer DEFAULT 500
+)
+RETURNS integer
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $function$
+DECLARE
+    v_key record;
+    v_holds integer := 0;
+BEGIN
+    IF p_batch IS NULL THEN
+        RAISE EXCEPTION 'stockpool.sweep: p_batch must not be NULL'
+            USING ERRCODE = '22004';
+    END IF;
+    IF p_batch <= 0 THEN
+        RAISE EXCEPTION 'stockpool.sweep: p_batch must be positive, got %', p_batch
+            USING ERRCODE = '22023';
+    END IF;
+
+    FOR v_key IN
+        WITH due AS (
+            SELECT h.shop_id, h.checkout_id, h.item_id, h.location_id
+            FROM stockpool.holds AS h
+            WHERE h.status = 'held'
+                AND h.expires_at <= pg_catalog.now()
+            ORDER BY h.expires_at
+            LIMIT p_batch
+            FOR UPDATE SKIP LOCKED
+        ),
+        expired AS (
+            UPDATE stockpool.holds AS h
+            SET status = 'expired',
+                updated_at = pg_catalog.now()
+            FROM due
+            WHERE h.shop_id = due.shop_id
+                AND h.checkout_id = due.checkout_id
+                AND h.item_id = due.item_id
+                AND h.location_id = due.location_id
+            RETURNING h.shop_id, h.item_id, h.location_id, h.quantity
+        )
+        SELECT e.shop_id, e.item_id, e.location_id,
+               pg_catalog.sum(e.quantity)::integer AS units,
+               pg_catalog.count(*)::integer AS holds,
+               pg_catalog.min(s.buckets) AS buckets
+        FROM expired AS e
+        JOIN stockpool.stock AS s
+            ON s.shop_id = e.shop_id
+            AND s.item_id = e.item_id
+            AND s.location_id = e.location_id
+        GROUP BY e.shop_id, e.item_id, e.location_id
+        ORDER BY e.shop_id, e.item_id, e.location_id
+    LOOP
+        PERFORM stockpool._add_units(v_key.shop_id, v_key.item_id, v_key.location_id,
+                                     v_key.units, v_key.buckets);
+        v_holds := v_holds + v_key.holds;
+    END LOOP;
+
+    RETURN v_holds;
+END;
+$function$;
+
+COMMENT ON FUNCTION stockpool.sweep(integer) IS
+'Expire up to p_batch overdue holds in one short transaction and return their units to the pool. '
+'Returns holds expired. Concurrent sweepers take disjoint batches (SKIP LOCKED). '
+'SQLSTATEs: 22004 NULL p_batch, 22023 p_batch not positive.';

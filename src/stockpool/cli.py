@@ -1,0 +1,129 @@
+"""The ``stockpool`` command line: deploy, race, run a command on a throwaway cluster."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from stockpool import cluster as clusters
+from stockpool.deploy import Roles, deploy
+from stockpool.errors import StockpoolError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="stockpool: inventory reservations inside PostgreSQL.",
+)
+console = Console()
+err_console = Console(stderr=True)
+
+DsnOption = Annotated[
+    str | None,
+    typer.Option("--dsn", envvar="STOCKPOOL_DSN",
+                 help="PostgreSQL URL; without it a throwaway cluster is started and removed."),
+]
+
+
+def fail(exc: StockpoolError) -> None:
+    err_console.print(f"[bold red]error:[/] {exc.message}")
+    if exc.hint:
+        err_console.print(f"[dim]hint: {exc.hint}[/]")
+    raise typer.Exit(2)
+
+
+@contextlib.contextmanager
+def database(dsn: str | None, clients: int = 64, roles: Roles | None = None) -> Iterator[str]:
+    """A DSN with stockpool deployed: the given one, or a throwaway cluster's."""
+    if dsn:
+        deploy(dsn, roles=roles)
+        yield dsn
+        return
+    with clusters.throwaway(clusters.settings_for_clients(clients)) as cl:
+        deploy(cl.dsn, roles=roles)
+        yield cl.dsn
+
+
+@app.command("deploy")
+def deploy_cmd(
+    dsn: Annotated[str, typer.Option("--dsn", envvar="STOCKPOOL_DSN", help="PostgreSQL URL.")],
+    owner_role: Annotated[str, typer.Option(help="Role that owns the objects.")] = "stockpool_owner",
+    app_role: Annotated[str, typer.Option(help="Role allowed to call the API.")] = "stockpool_app",
+    monitor_role: Annotated[str, typer.Option(help="Role allowed to read health views.")] = "stockpool_monitor",
+    lock_wait: Annotated[str, typer.Option(help="How long to wait for another deployer.")] = "60s",
+) -> None:
+    """Apply pending migrations and re-apply every function (idempotent)."""
+    try:
+        report = deploy(dsn, Roles(owner_role, app_role, monitor_role), lock_wait=lock_wait)
+    except StockpoolError as exc:
+        fail(exc)
+        return
+    applied = ", ".join(report.applied) or "none"
+    console.print(f"migrations applied: {applied}; already applied: {len(report.skipped)}; "
+                  f"functions and views re-applied: {report.functions}")
+
+
+@app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def exec_cmd(
+    ctx: typer.Context,
+    dsn: DsnOption = None,
+    clients: Annotated[int, typer.Option(help="Size the throwaway server for this many clients.")] = 64,
+) -> None:
+    """Run a command (after --) with PG* variables pointing at a deployed database."""
+    if not ctx.args:
+        fail(StockpoolError("nothing to run", hint="stockpool exec -- pg_prove tests/pgtap"))
+    try:
+        with database(dsn, clients) as url:
+            env = {**os.environ, **_pg_env(url), "STOCKPOOL_DSN": url}
+            code = subprocess.run(ctx.args, env=env, check=False).returncode
+    except StockpoolError as exc:
+        fail(exc)
+        return
+    raise typer.Exit(code)
+
+
+def _pg_env(url: str) -> dict[str, str]:
+    from psycopg.conninfo import conninfo_to_dict
+
+    info = conninfo_to_dict(url)
+    mapping = {"host": "PGHOST", "port": "PGPORT", "user": "PGUSER", "dbname": "PGDATABASE",
+               "password": "PGPASSWORD"}
+    return {env: str(info[key]) for key, env in mapping.items() if info.get(key)}
+
+
+@app.command("race")
+def race_cmd(
+    dsn: DsnOption = None,
+    clients: Annotated[int, typer.Option(min=1, help="Concurrent pgbench clients.")] = 64,
+    per_client: Annotated[int, typer.Option(min=1, help="Reservations per client.")] = 20,
+    units: Annotated[int, typer.Option(min=0, help="Units on hand for the raced key.")] = 50,
+) -> None:
+    """The sell-out race: many clients, few units; check the guarantees afterwards."""
+    from stockpool.race import print_sellout, sellout
+
+    try:
+        with database(dsn, clients) as url:
+            result = sellout(url, clients=clients, per_client=per_client, units=units)
+    except StockpoolError as exc:
+        fail(exc)
+        return
+    print_sellout(console, result)
+    raise typer.Exit(0 if result.passed else 1)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

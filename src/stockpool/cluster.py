@@ -1,0 +1,213 @@
+"""Throwaway PostgreSQL clusters built from the local server binaries.
+
+Every command that needs a database and gets no DSN runs on one of these: a
+fresh data directory in a temp folder, a free loopback port, settings tuned for
+the job, and removal afterwards, also on Ctrl-C, SIGTERM or failure. As root
+(initdb and postgres refuse to run as root) the server runs as the ``postgres``
+OS user through ``runuser``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+
+from stockpool.errors import StockpoolError
+
+SERVER_USER = "postgres"
+
+# Settings for a throwaway test/bench server: durable enough to be honest
+# about commit cost (fsync stays on), sized for a 2-core machine.
+BASE_SETTINGS: dict[str, str] = {
+    "listen_addresses": "'127.0.0.1'",
+    "shared_buffers": "'512MB'",
+    "max_wal_size": "'4GB'",
+    "checkpoint_timeout": "'30min'",
+    "log_min_messages": "'warning'",
+    "log_checkpoints": "off",
+    "autovacuum_naptime": "'1s'",
+    "autovacuum_vacuum_cost_delay": "0",
+    "track_io_timing": "on",
+    "deadlock_timeout": "'1s'",
+}
+
+
+def find_bindir() -> Path:
+    """The PostgreSQL server bin directory: pg_config, then PATH, then Debian's layout."""
+    pg_config = shutil.which("pg_config")
+    if pg_config:
+        out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, check=False)
+        candidate = Path(out.stdout.strip())
+        if out.returncode == 0 and (candidate / "initdb").exists():
+            return candidate
+    initdb = shutil.which("initdb")
+    if initdb:
+        return Path(initdb).resolve().parent
+    for candidate in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
+        if (candidate / "initdb").exists():
+            return candidate
+    raise StockpoolError(
+        "no PostgreSQL server binaries found (initdb)",
+        hint="install postgresql-15 (apt-get install postgresql-15) or put its bin directory on PATH",
+    )
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _as_root() -> bool:
+    return os.geteuid() == 0
+
+
+@dataclass
+class Cluster:
+    """A running throwaway cluster. Use :func:`throwaway` to get one."""
+
+    bindir: Path
+    root: Path
+    port: int
+    settings: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def datadir(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def logfile(self) -> Path:
+        return self.root / "server.log"
+
+    @property
+    def dsn(self) -> str:
+        return f"postgresql://{SERVER_USER}@127.0.0.1:{self.port}/postgres"
+
+    def dsn_for(self, dbname: str) -> str:
+        return f"postgresql://{SERVER_USER}@127.0.0.1:{self.port}/{dbname}"
+
+    def _cmd(self, tool: str, *args: str) -> list[str]:
+        argv = [str(self.bindir / tool), *args]
+        if _as_root():
+            return ["runuser", "-u", SERVER_USER, "--", *argv]
+        return argv
+
+    def _run(self, tool: str, *args: str, timeout: float = 120) -> None:
+        proc = subprocess.run(
+            self._cmd(tool, *args), capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if proc.returncode != 0:
+            log = self.logfile.read_text(errors="replace")[-2000:] if self.logfile.exists() else ""
+            raise StockpoolError(
+                f"{tool} failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}",
+                hint=f"server log tail:\n{log}" if log else None,
+            )
+
+    def init(self) -> None:
+        self._run(
+            "initdb", "-D", str(self.datadir), "-U", SERVER_USER, "--auth=trust",
+            "-E", "UTF8", "--locale=C", "--no-sync",
+        )
+        lines = {**BASE_SETTINGS, "port": str(self.port),
+                 "unix_socket_directories": f"'{self.root}'", **self.settings}
+        with (self.datadir / "postgresql.auto.conf").open("a") as conf:
+            for key, value in lines.items():
+                conf.write(f"{key} = {value}\n")
+
+    def start(self) -> None:
+        self._run("pg_ctl", "-D", str(self.datadir), "-l", str(self.logfile), "-w", "-t", "60", "start")
+
+    def stop(self, mode: str = "fast") -> None:
+        self._run("pg_ctl", "-D", str(self.datadir), "-m", mode, "-w", "-t", "60", "stop")
+
+    def restart(self) -> None:
+        self._run("pg_ctl", "-D", str(self.datadir), "-l", str(self.logfile), "-w", "-t", "60",
+                  "-m", "fast", "restart")
+
+    def running(self) -> bool:
+        pid_file = self.datadir / "postmaster.pid"
+        return pid_file.exists()
+
+    def postmaster_pid(self) -> int:
+        return int((self.datadir / "postmaster.pid").read_text().splitlines()[0])
+
+
+def _make_root() -> Path:
+    root = Path(tempfile.mkdtemp(prefix="stockpool-pg-"))
+    if _as_root():
+        entry = pwd.getpwnam(SERVER_USER)
+        os.chown(root, entry.pw_uid, entry.pw_gid)
+    root.chmod(0o700)
+    return root
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """Turn SIGTERM into KeyboardInterrupt so the cleanup below always runs."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def throwaway(settings: Mapping[str, str] | None = None, keep: bool = False) -> Iterator[Cluster]:
+    """Start a throwaway cluster; stop and delete it on exit, whatever happens."""
+    cluster = Cluster(bindir=find_bindir(), root=_make_root(), port=free_port(),
+                      settings=dict(settings or {}))
+    with _terminate_as_interrupt():
+        try:
+            cluster.init()
+            cluster.start()
+            yield cluster
+        finally:
+            if cluster.running():
+                with contextlib.suppress(StockpoolError, subprocess.TimeoutExpired):
+                    cluster.stop("immediate")
+            if not keep:
+                shutil.rmtree(cluster.root, ignore_errors=True)
+
+
+def settings_for_clients(clients: int) -> dict[str, str]:
+    """Server settings for a run of ``clients`` concurrent sessions plus helpers."""
+    max_connections = max(100, clients + 30)
+    return {
+        "max_connections": str(max_connections),
+        # Each backend's lock table slots scale with max_connections already;
+        # keep per-transaction room for a cart's locks.
+        "max_locks_per_transaction": "128",
+    }
+
+
+def wait_ready(dsn: str, timeout: float = 30) -> None:
+    import psycopg
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with psycopg.connect(dsn, connect_timeout=2):
+                return
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)

@@ -1,0 +1,275 @@
+"""Deploy the stockpool SQL package into a database.
+
+- Forward-only numbered migrations (sql/migrations/NNNN_name.sql), each applied
+  in its own transaction and recorded in stockpool.migrations with a SHA-256
+  checksum. A changed checksum of an applied migration is refused loudly.
+- All functions and views (sql/functions) re-applied in one transaction on
+  every deploy, followed by the privileges, so a re-deploy is idempotent.
+- A session advisory lock serialises deployers: a second deployer waits (up to
+  ``lock_wait``) and then finds nothing left to do, or fails cleanly.
+- Objects are owned by the owner role; the app role gets EXECUTE on the public
+  API only, the monitor role the health views only; PUBLIC gets nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+from stockpool import sql_dir
+from stockpool.errors import StockpoolError
+
+# pg_advisory_lock key of the deployer: 'stockpool' as ASCII in a bigint.
+DEPLOY_LOCK_ID = 0x73746F636B706F6F
+
+MIGRATION_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+# The public API granted to the app role: name -> identity arguments.
+PUBLIC_FUNCTIONS: dict[str, str] = {
+    "set_stock": "bigint, bigint, bigint, integer",
+    "adjust_stock": "bigint, bigint, bigint, integer",
+    "reserve_units": "bigint, bigint, bigint, integer, uuid, interval",
+    "reserve_cart": "bigint, uuid, bigint[], bigint[], integer[], interval",
+    "claim": "bigint, uuid",
+    "release": "bigint, uuid",
+    "sweep": "integer",
+    "replenish_pool": "bigint, bigint, bigint, integer",
+    "take_units": "bigint, bigint, bigint, integer",
+    "configure_pool": "bigint, bigint, bigint, integer, integer, integer",
+    "check_invariants": "",
+}
+MONITOR_FUNCTIONS = ("check_invariants",)
+MONITOR_VIEWS = ("stock_levels",)
+
+
+@dataclass(frozen=True)
+class Roles:
+    owner: str = "stockpool_owner"
+    app: str = "stockpool_app"
+    monitor: str = "stockpool_monitor"
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    path: Path
+
+    @property
+    def text(self) -> str:
+        return self.path.read_text()
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.path.read_bytes()).hexdigest()
+
+
+@dataclass
+class DeployReport:
+    applied: list[str]
+    skipped: list[str]
+    functions: int
+
+
+def migrations(root: Path | None = None) -> list[Migration]:
+    folder = (root or sql_dir()) / "migrations"
+    found: list[Migration] = []
+    for path in sorted(folder.glob("*.sql")):
+        match = MIGRATION_NAME.match(path.name)
+        if not match:
+            raise StockpoolError(f"bad migration file name {path.name}", hint="use NNNN_name.sql")
+        found.append(Migration(int(match.group(1)), match.group(2), path))
+    versions = [m.version for m in found]
+    if versions != list(range(1, len(found) + 1)):
+        raise StockpoolError(f"migrations must be numbered 0001 upwards without gaps: {versions}")
+    return found
+
+
+def function_files(root: Path | None = None) -> list[Path]:
+    """Re-applied on every deploy: helpers (leading underscore), views, public functions."""
+    base = root or sql_dir()
+    functions = sorted((base / "functions").glob("*.sql"))
+    views = sorted((base / "views").glob("*.sql"))
+    return (
+        [f for f in functions if f.name.startswith("_")]
+        + views
+        + [f for f in functions if not f.name.startswith("_")]
+    )
+
+
+BOOTSTRAP = """
+CREATE SCHEMA IF NOT EXISTS stockpool AUTHORIZATION {owner};
+CREATE TABLE IF NOT EXISTS stockpool.migrations (
+    version integer NOT NULL,
+    name text NOT NULL,
+    checksum text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now(),
+    applied_by text NOT NULL DEFAULT session_user,
+    CONSTRAINT migrations_pkey PRIMARY KEY (version)
+);
+ALTER TABLE stockpool.migrations OWNER TO {owner};
+REVOKE ALL ON TABLE stockpool.migrations FROM PUBLIC;
+"""
+
+
+def _ensure_role(conn: psycopg.Connection, role: str) -> None:
+    exists = conn.execute("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %s", (role,)).fetchone()
+    if exists:
+        return
+    try:
+        with conn.transaction():
+            conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(role)))
+    except psycopg.errors.DuplicateObject:
+        pass  # another deployer created it meanwhile
+
+
+def _grants(roles: Roles) -> list[sql.Composed]:
+    owner, app, monitor = (sql.Identifier(r) for r in (roles.owner, roles.app, roles.monitor))
+    stmts = [
+        sql.SQL("REVOKE ALL ON SCHEMA stockpool FROM PUBLIC"),
+        sql.SQL("REVOKE ALL ON ALL TABLES IN SCHEMA stockpool FROM PUBLIC, {}, {}").format(app, monitor),
+        sql.SQL("REVOKE ALL ON ALL SEQUENCES IN SCHEMA stockpool FROM PUBLIC, {}, {}").format(app, monitor),
+        sql.SQL("REVOKE ALL ON ALL FUNCTIONS IN SCHEMA stockpool FROM PUBLIC, {}, {}").format(app, monitor),
+        sql.SQL("GRANT USAGE ON SCHEMA stockpool TO {}, {}").format(app, monitor),
+    ]
+    for name, args in PUBLIC_FUNCTIONS.items():
+        stmts.append(
+            sql.SQL("GRANT EXECUTE ON FUNCTION stockpool.{}({}) TO {}").format(
+                sql.Identifier(name), sql.SQL(args), app
+            )
+        )
+    for name in MONITOR_FUNCTIONS:
+        stmts.append(
+            sql.SQL("GRANT EXECUTE ON FUNCTION stockpool.{}({}) TO {}").format(
+                sql.Identifier(name), sql.SQL(PUBLIC_FUNCTIONS[name]), monitor
+            )
+        )
+    for view in MONITOR_VIEWS:
+        stmts.append(sql.SQL("GRANT SELECT ON stockpool.{} TO {}").format(sql.Identifier(view), monitor))
+    del owner
+    return stmts
+
+
+def deploy(
+    dsn: str,
+    roles: Roles | None = None,
+    lock_wait: str = "60s",
+    root: Path | None = None,
+    upto: int | None = None,
+    with_functions: bool = True,
+) -> DeployReport:
+    """Apply pending migrations and re-apply every function. Idempotent.
+
+    ``upto`` stops after that migration and ``with_functions=False`` skips the
+    function step: both exist for upgrade tests.
+    """
+    roles = roles or Roles()
+    found = migrations(root)
+    if upto is not None:
+        found = [m for m in found if m.version <= upto]
+    try:
+        conn = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
+    except psycopg.OperationalError as exc:
+        raise StockpoolError(
+            f"cannot connect to {_redact(dsn)}: {str(exc).strip().splitlines()[0]}",
+            hint="check the DSN, that the server is up, and pg_hba.conf",
+        ) from exc
+    with conn:
+        conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(lock_wait)))
+        try:
+            conn.execute("SELECT pg_catalog.pg_advisory_lock(%s)", (DEPLOY_LOCK_ID,))
+        except psycopg.errors.LockNotAvailable as exc:
+            raise StockpoolError(
+                f"another deployer has held the stockpool deploy lock for over {lock_wait}",
+                hint="wait for it to finish, or raise --lock-wait",
+            ) from exc
+        conn.execute("SET lock_timeout = 0")
+        try:
+            return _deploy_locked(conn, roles, found, root, with_functions)
+        finally:
+            conn.execute("SELECT pg_catalog.pg_advisory_unlock(%s)", (DEPLOY_LOCK_ID,))
+
+
+def _deploy_locked(
+    conn: psycopg.Connection,
+    roles: Roles,
+    found: Sequence[Migration],
+    root: Path | None,
+    with_functions: bool,
+) -> DeployReport:
+    for role in (roles.owner, roles.app, roles.monitor):
+        _ensure_role(conn, role)
+    owner = sql.Identifier(roles.owner)
+    with conn.transaction():
+        conn.execute(sql.SQL(BOOTSTRAP).format(owner=owner))
+    applied_rows = conn.execute(
+        "SELECT version, name, checksum FROM stockpool.migrations ORDER BY version"
+    ).fetchall()
+    applied = {int(v): (n, c) for v, n, c in applied_rows}
+    known = {m.version for m in found}
+    for version, (name, _) in applied.items():
+        if version not in known and version > max(known, default=0):
+            continue  # applied by a newer release; fine with --upto
+        if version not in known:
+            raise StockpoolError(f"applied migration {version:04d}_{name} is missing from sql/migrations")
+
+    report = DeployReport(applied=[], skipped=[], functions=0)
+    for mig in found:
+        label = f"{mig.version:04d}_{mig.name}"
+        if mig.version in applied:
+            name, checksum = applied[mig.version]
+            if checksum != mig.checksum:
+                raise StockpoolError(
+                    f"migration {label} was changed after it was applied "
+                    f"(checksum {checksum[:12]} in the database, {mig.checksum[:12]} on disk)",
+                    hint="never edit an applied migration: add a new numbered one instead",
+                )
+            report.skipped.append(label)
+            continue
+        try:
+            with conn.transaction():
+                conn.execute(sql.SQL("SET LOCAL ROLE {}").format(owner))
+                conn.execute(mig.text.encode())
+                conn.execute(
+                    "INSERT INTO stockpool.migrations (version, name, checksum) VALUES (%s, %s, %s)",
+                    (mig.version, mig.name, mig.checksum),
+                )
+        except psycopg.Error as exc:
+            raise _sql_error(f"migration {label}", exc) from exc
+        report.applied.append(label)
+
+    if with_functions:
+        current = "functions"
+        try:
+            with conn.transaction():
+                conn.execute(sql.SQL("SET LOCAL ROLE {}").format(owner))
+                for path in function_files(root):
+                    current = path.name
+                    conn.execute(path.read_bytes())
+                    report.functions += 1
+                current = "privileges"
+                conn.execute("RESET ROLE")
+                for stmt in _grants(roles):
+                    conn.execute(stmt)
+        except psycopg.Error as exc:
+            raise _sql_error(current, exc) from exc
+    return report
+
+
+def _sql_error(where: str, exc: psycopg.Error) -> StockpoolError:
+    state = exc.sqlstate or "?????"
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    hint = None
+    if state == "42501":
+        hint = "deploy as a superuser, or as a member of the owner role with CREATEROLE"
+    return StockpoolError(f"{where} failed, nothing of it was applied: [{state}] {first}", hint=hint)
+
+
+def _redact(dsn: str) -> str:
+    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", dsn)
