@@ -26,8 +26,11 @@ err_console = Console(stderr=True)
 
 DsnOption = Annotated[
     str | None,
-    typer.Option("--dsn", envvar="STOCKPOOL_DSN",
-                 help="PostgreSQL URL; without it a throwaway cluster is started and removed."),
+    typer.Option(
+        "--dsn",
+        envvar="STOCKPOOL_DSN",
+        help="PostgreSQL URL; without it a throwaway cluster is started and removed.",
+    ),
 ]
 
 
@@ -55,7 +58,9 @@ def deploy_cmd(
     dsn: Annotated[str, typer.Option("--dsn", envvar="STOCKPOOL_DSN", help="PostgreSQL URL.")],
     owner_role: Annotated[str, typer.Option(help="Role that owns the objects.")] = "stockpool_owner",
     app_role: Annotated[str, typer.Option(help="Role allowed to call the API.")] = "stockpool_app",
-    monitor_role: Annotated[str, typer.Option(help="Role allowed to read health views.")] = "stockpool_monitor",
+    monitor_role: Annotated[
+        str, typer.Option(help="Role allowed to read health views.")
+    ] = "stockpool_monitor",
     lock_wait: Annotated[str, typer.Option(help="How long to wait for another deployer.")] = "60s",
 ) -> None:
     """Apply pending migrations and re-apply every function (idempotent)."""
@@ -65,8 +70,10 @@ def deploy_cmd(
         fail(exc)
         return
     applied = ", ".join(report.applied) or "none"
-    console.print(f"migrations applied: {applied}; already applied: {len(report.skipped)}; "
-                  f"functions and views re-applied: {report.functions}")
+    console.print(
+        f"migrations applied: {applied}; already applied: {len(report.skipped)}; "
+        f"functions and views re-applied: {report.functions}"
+    )
 
 
 @app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -92,29 +99,24 @@ def _pg_env(url: str) -> dict[str, str]:
     from psycopg.conninfo import conninfo_to_dict
 
     info = conninfo_to_dict(url)
-    mapping = {"host": "PGHOST", "port": "PGPORT", "user": "PGUSER", "dbname": "PGDATABASE",
-               "password": "PGPASSWORD"}
+    mapping = {
+        "host": "PGHOST",
+        "port": "PGPORT",
+        "user": "PGUSER",
+        "dbname": "PGDATABASE",
+        "password": "PGPASSWORD",
+    }
     return {env: str(info[key]) for key, env in mapping.items() if info.get(key)}
 
 
-@app.command("race")
-def race_cmd(
-    dsn: DsnOption = None,
-    clients: Annotated[int, typer.Option(min=1, help="Concurrent pgbench clients.")] = 64,
-    per_client: Annotated[int, typer.Option(min=1, help="Reservations per client.")] = 20,
-    units: Annotated[int, typer.Option(min=0, help="Units on hand for the raced key.")] = 50,
-) -> None:
-    """The sell-out race: many clients, few units; check the guarantees afterwards."""
-    from stockpool.race import print_sellout, sellout
+def _register_commands() -> None:
+    """Commands that live in their own modules register here."""
+    from stockpool import race
 
-    try:
-        with database(dsn, clients) as url:
-            result = sellout(url, clients=clients, per_client=per_client, units=units)
-    except StockpoolError as exc:
-        fail(exc)
-        return
-    print_sellout(console, result)
-    raise typer.Exit(0 if result.passed else 1)
+    app.command("race")(race.command)
+
+
+_register_commands()
 
 
 def main() -> None:

@@ -116,11 +116,23 @@ class Cluster:
 
     def init(self) -> None:
         self._run(
-            "initdb", "-D", str(self.datadir), "-U", SERVER_USER, "--auth=trust",
-            "-E", "UTF8", "--locale=C", "--no-sync",
+            "initdb",
+            "-D",
+            str(self.datadir),
+            "-U",
+            SERVER_USER,
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-sync",
         )
-        lines = {**BASE_SETTINGS, "port": str(self.port),
-                 "unix_socket_directories": f"'{self.root}'", **self.settings}
+        lines = {
+            **BASE_SETTINGS,
+            "port": str(self.port),
+            "unix_socket_directories": f"'{self.root}'",
+            **self.settings,
+        }
         with (self.datadir / "postgresql.auto.conf").open("a") as conf:
             for key, value in lines.items():
                 conf.write(f"{key} = {value}\n")
@@ -132,8 +144,19 @@ class Cluster:
         self._run("pg_ctl", "-D", str(self.datadir), "-m", mode, "-w", "-t", "60", "stop")
 
     def restart(self) -> None:
-        self._run("pg_ctl", "-D", str(self.datadir), "-l", str(self.logfile), "-w", "-t", "60",
-                  "-m", "fast", "restart")
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.datadir),
+            "-l",
+            str(self.logfile),
+            "-w",
+            "-t",
+            "60",
+            "-m",
+            "fast",
+            "restart",
+        )
 
     def running(self) -> bool:
         pid_file = self.datadir / "postmaster.pid"
@@ -173,8 +196,9 @@ def _terminate_as_interrupt() -> Iterator[None]:
 @contextlib.contextmanager
 def throwaway(settings: Mapping[str, str] | None = None, keep: bool = False) -> Iterator[Cluster]:
     """Start a throwaway cluster; stop and delete it on exit, whatever happens."""
-    cluster = Cluster(bindir=find_bindir(), root=_make_root(), port=free_port(),
-                      settings=dict(settings or {}))
+    cluster = Cluster(
+        bindir=find_bindir(), root=_make_root(), port=free_port(), settings=dict(settings or {})
+    )
     with _terminate_as_interrupt():
         try:
             cluster.init()

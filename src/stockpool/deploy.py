@@ -129,9 +129,9 @@ def _ensure_role(conn: psycopg.Connection, role: str) -> None:
         pass  # another deployer created it meanwhile
 
 
-def _grants(roles: Roles) -> list[sql.Composed]:
+def _grants(roles: Roles) -> list[sql.SQL | sql.Composed]:
     owner, app, monitor = (sql.Identifier(r) for r in (roles.owner, roles.app, roles.monitor))
-    stmts = [
+    stmts: list[sql.SQL | sql.Composed] = [
         sql.SQL("REVOKE ALL ON SCHEMA stockpool FROM PUBLIC"),
         sql.SQL("REVOKE ALL ON ALL TABLES IN SCHEMA stockpool FROM PUBLIC, {}, {}").format(app, monitor),
         sql.SQL("REVOKE ALL ON ALL SEQUENCES IN SCHEMA stockpool FROM PUBLIC, {}, {}").format(app, monitor),

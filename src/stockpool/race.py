@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
 
 import psycopg
+import typer
 from plumbum import local
 from rich.console import Console
 from rich.table import Table
@@ -31,12 +33,28 @@ class PgbenchRun:
     output: str
 
 
-def run_pgbench(dsn: str, script: Path, clients: int, *, transactions: int | None = None,
-                seconds: int | None = None, defines: dict[str, object] | None = None,
-                extra: tuple[str, ...] = ()) -> PgbenchRun:
+def run_pgbench(
+    dsn: str,
+    script: Path,
+    clients: int,
+    *,
+    transactions: int | None = None,
+    seconds: int | None = None,
+    defines: dict[str, object] | None = None,
+    extra: tuple[str, ...] = (),
+) -> PgbenchRun:
     pgbench = local["pgbench"]
-    args = ["-n", "-c", str(clients), "-j", str(min(clients, 4)), "-f", str(script),
-            "--max-tries=1", "--failures-detailed"]
+    args = [
+        "-n",
+        "-c",
+        str(clients),
+        "-j",
+        str(min(clients, 4)),
+        "-f",
+        str(script),
+        "--max-tries=1",
+        "--failures-detailed",
+    ]
     if transactions is not None:
         args += ["-t", str(transactions)]
     if seconds is not None:
@@ -89,8 +107,13 @@ def sellout(dsn: str, clients: int = 64, per_client: int = 20, units: int = 50) 
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("SELECT stockpool.set_stock(%s, %s, %s, %s)", (SHOP, ITEM, LOCATION, units))
         deadlocks_before = _deadlocks(conn)
-    run = run_pgbench(dsn, pgbench_script("sellout"), clients, transactions=per_client,
-                      defines={"shop": SHOP, "item": ITEM, "location": LOCATION})
+    run = run_pgbench(
+        dsn,
+        pgbench_script("sellout"),
+        clients,
+        transactions=per_client,
+        defines={"shop": SHOP, "item": ITEM, "location": LOCATION},
+    )
     with psycopg.connect(dsn, autocommit=True) as conn:
         deadlocks = _deadlocks(conn) - deadlocks_before
         on_hand, pooled, held = conn.execute(
@@ -105,13 +128,18 @@ def sellout(dsn: str, clients: int = 64, per_client: int = 20, units: int = 50) 
     result.checks = [
         Check("no oversell", held <= units, f"{held} held of {units}"),
         Check("no undersell", held >= expected, f"{held} held, {expected} possible"),
-        Check("pooled + held = on_hand", pooled + held == on_hand,
-              f"{pooled} + {held} vs {on_hand}"),
+        Check("pooled + held = on_hand", pooled + held == on_hand, f"{pooled} + {held} vs {on_hand}"),
         Check("zero deadlocks", deadlocks == 0, f"{deadlocks} deadlocks"),
-        Check("no failed transactions", run.failed == 0 and run.transactions == attempts,
-              f"{run.transactions} processed, {run.failed} failed"),
-        Check("check_invariants() empty", not violations,
-              "; ".join(f"{n}: {d}" for n, d in violations) or "none"),
+        Check(
+            "no failed transactions",
+            run.failed == 0 and run.transactions == attempts,
+            f"{run.transactions} processed, {run.failed} failed",
+        ),
+        Check(
+            "check_invariants() empty",
+            not violations,
+            "; ".join(f"{n}: {d}" for n, d in violations) or "none",
+        ),
     ]
     return result
 
@@ -124,11 +152,34 @@ def _deadlocks(conn: psycopg.Connection) -> int:
 
 
 def print_sellout(console: Console, result: SelloutResult) -> None:
-    table = Table(title=f"sellout: {result.clients} clients x {result.per_client} reservations "
-                        f"for {result.units} units")
+    table = Table(
+        title=f"sellout: {result.clients} clients x {result.per_client} reservations for {result.units} units"
+    )
     table.add_column("check")
     table.add_column("result")
     table.add_column("detail")
     for check in result.checks:
         table.add_row(check.name, "[green]PASS[/]" if check.passed else "[red]FAIL[/]", check.detail)
     console.print(table)
+
+
+def command(
+    dsn: Annotated[
+        str | None,
+        typer.Option("--dsn", envvar="STOCKPOOL_DSN", help="PostgreSQL URL; default: a throwaway cluster."),
+    ] = None,
+    clients: Annotated[int, typer.Option(min=1, help="Concurrent pgbench clients.")] = 64,
+    per_client: Annotated[int, typer.Option(min=1, help="Reservations per client.")] = 20,
+    units: Annotated[int, typer.Option(min=0, help="Units on hand for the raced key.")] = 50,
+) -> None:
+    """The sell-out race: many clients, few units; check the guarantees afterwards."""
+    from stockpool.cli import console, database, fail
+
+    try:
+        with database(dsn, clients) as url:
+            result = sellout(url, clients=clients, per_client=per_client, units=units)
+    except StockpoolError as exc:
+        fail(exc)
+        return
+    print_sellout(console, result)
+    raise typer.Exit(0 if result.passed else 1)

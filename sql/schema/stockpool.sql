@@ -1,0 +1,2065 @@
+--
+-- PostgreSQL database dump
+--
+
+SET statement_timeout = 0;
+SET lock_timeout = 0;
+SET idle_in_transaction_session_timeout = 0;
+SET client_encoding = 'UTF8';
+SET standard_conforming_strings = on;
+SELECT pg_catalog.set_config('search_path', '', false);
+SET check_function_bodies = false;
+SET xmloption = content;
+SET client_min_messages = warning;
+SET row_security = off;
+
+--
+-- Name: stockpool; Type: SCHEMA; Schema: -; Owner: stockpool_owner
+--
+
+CREATE SCHEMA stockpool;
+
+ALTER SCHEMA stockpool OWNER TO stockpool_owner;
+
+--
+-- Name: SCHEMA stockpool; Type: COMMENT; Schema: -; Owner: stockpool_owner
+--
+
+COMMENT ON SCHEMA stockpool IS 'stockpool: inventory reservations inside PostgreSQL (bounded SKIP LOCKED unit pool).';
+
+--
+-- Name: _add_units(bigint, bigint, bigint, integer, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._add_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_offset integer := pg_catalog.floor(pg_catalog.random() * p_buckets)::integer;
+BEGIN
+    IF p_quantity <= 0 THEN
+        RETURN 0;
+    END IF;
+
+    INSERT INTO stockpool.pool_units (shop_id, item_id, location_id, bucket)
+    SELECT p_shop_id, p_item_id, p_location_id, (v_offset + g.n) % p_buckets
+    FROM pg_catalog.generate_series(0, p_quantity - 1) AS g (n)
+    ORDER BY (v_offset + g.n) % p_buckets, g.n;
+
+    RETURN p_quantity;
+END;
+$$;
+
+ALTER FUNCTION stockpool._add_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _add_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._add_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer) IS 'Internal: insert units into a key''s pool, spread over its buckets.';
+
+--
+-- Name: _apply_on_hand(bigint, bigint, bigint, bigint, boolean); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._apply_on_hand(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_value bigint, p_relative boolean) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_stock stockpool.stock;
+    v_target bigint;
+    v_taken integer;
+BEGIN
+    PERFORM pg_catalog.pg_advisory_xact_lock(
+        stockpool._key_lock_id(p_shop_id, p_item_id, p_location_id));
+
+    SELECT s.* INTO v_stock
+    FROM stockpool.stock AS s
+    WHERE s.shop_id = p_shop_id
+        AND s.item_id = p_item_id
+        AND s.location_id = p_location_id
+    FOR NO KEY UPDATE;
+
+    IF NOT FOUND THEN
+        IF p_relative THEN
+            RAISE EXCEPTION 'unknown stock key (shop %, item %, location %)',
+                p_shop_id, p_item_id, p_location_id
+                USING ERRCODE = 'SP001',
+                      HINT = 'Create the key with stockpool.set_stock() first.';
+        END IF;
+        INSERT INTO stockpool.stock (shop_id, item_id, location_id, on_hand)
+        VALUES (p_shop_id, p_item_id, p_location_id, p_value::integer);
+        IF p_value <> 0 THEN
+            INSERT INTO stockpool.movements
+                (shop_id, item_id, location_id, delta, on_hand_after, reason)
+            VALUES (p_shop_id, p_item_id, p_location_id, p_value::integer, p_value::integer, 'set');
+        END IF;
+        RETURN p_value::integer;
+    END IF;
+
+    v_target := CASE WHEN p_relative THEN v_stock.on_hand + p_value ELSE p_value END;
+    IF v_target > 2147483647 THEN
+        RAISE EXCEPTION 'on hand of (shop %, item %, location %) would be %, beyond integer',
+            p_shop_id, p_item_id, p_location_id, v_target
+            USING ERRCODE = '22003';
+    END IF;
+    IF v_target < 0 THEN
+        RAISE EXCEPTION 'on hand of (shop %, item %, location %) would be negative (%)',
+            p_shop_id, p_item_id, p_location_id, v_target
+            USING ERRCODE = '22023';
+    END IF;
+    IF v_target = v_stock.on_hand THEN
+        RETURN v_stock.on_hand;
+    END IF;
+
+    IF v_target < v_stock.allocated THEN
+        WITH picked AS (
+            SELECT u.ctid AS row_id
+            FROM stockpool.pool_units AS u
+            WHERE u.shop_id = p_shop_id
+                AND u.item_id = p_item_id
+                AND u.location_id = p_location_id
+            LIMIT v_stock.allocated - v_target
+            FOR UPDATE SKIP LOCKED
+        )
+        DELETE FROM stockpool.pool_units AS d
+        USING picked
+        WHERE d.shop_id = p_shop_id
+            AND d.ctid = picked.row_id;
+        GET DIAGNOSTICS v_taken = ROW_COUNT;
+        v_stock.allocated := v_stock.allocated - v_taken;
+        IF v_target < v_stock.allocated THEN
+            RAISE EXCEPTION 'on hand of (shop %, item %, location %) cannot go below % units held by live holds or in-flight reservations (asked %)',
+                p_shop_id, p_item_id, p_location_id, v_stock.allocated, v_target
+                USING ERRCODE = 'SP002',
+                      HINT = 'Wait for holds to be claimed, released or expired, or sweep them, then retry.';
+        END IF;
+    END IF;
+
+    UPDATE stockpool.stock AS s
+    SET on_hand = v_target::integer,
+        allocated = v_stock.allocated,
+        updated_at = pg_catalog.now()
+    WHERE s.shop_id = p_shop_id
+        AND s.item_id = p_item_id
+        AND s.location_id = p_location_id;
+
+    INSERT INTO stockpool.movements
+        (shop_id, item_id, location_id, delta, on_hand_after, reason)
+    VALUES (p_shop_id, p_item_id, p_location_id, (v_target - v_stock.on_hand)::integer,
+            v_target::integer, CASE WHEN p_relative THEN 'adjust' ELSE 'set' END);
+
+    RETURN v_target::integer;
+END;
+$$;
+
+ALTER FUNCTION stockpool._apply_on_hand(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_value bigint, p_relative boolean) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _apply_on_hand(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_value bigint, p_relative boolean); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._apply_on_hand(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_value bigint, p_relative boolean) IS 'Internal: shared body of set_stock and adjust_stock.';
+
+--
+-- Name: _existing_hold(bigint, uuid, bigint, bigint, integer, interval); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._existing_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_hold stockpool.holds;
+BEGIN
+    SELECT h.* INTO v_hold
+    FROM stockpool.holds AS h
+    WHERE h.shop_id = p_shop_id
+        AND h.checkout_id = p_checkout_id
+        AND h.item_id = p_item_id
+        AND h.location_id = p_location_id;
+
+    IF NOT FOUND OR v_hold.status IN ('released', 'expired') THEN
+        RETURN false;
+    END IF;
+
+    IF v_hold.quantity <> p_quantity THEN
+        RAISE EXCEPTION 'checkout % already holds % units of item % at location %, not %',
+            p_checkout_id, v_hold.quantity, p_item_id, p_location_id, p_quantity
+            USING ERRCODE = 'SP007',
+                  HINT = 'Release the checkout first, or reserve under a new checkout id.';
+    END IF;
+
+    IF v_hold.status = 'held' AND v_hold.expires_at <= pg_catalog.now() THEN
+        UPDATE stockpool.holds AS h
+        SET expires_at = pg_catalog.now() + p_ttl,
+            updated_at = pg_catalog.now()
+        WHERE h.shop_id = p_shop_id
+            AND h.checkout_id = p_checkout_id
+            AND h.item_id = p_item_id
+            AND h.location_id = p_location_id;
+    END IF;
+
+    RETURN true;
+END;
+$$;
+
+ALTER FUNCTION stockpool._existing_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _existing_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._existing_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval) IS 'Internal: idempotency check of a reservation against the checkout''s existing hold.';
+
+--
+-- Name: _expire_key(bigint, bigint, bigint, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._expire_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_buckets integer) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_units integer;
+BEGIN
+    WITH due AS (
+        SELECT h.checkout_id
+        FROM stockpool.holds AS h
+        WHERE h.shop_id = p_shop_id
+            AND h.item_id = p_item_id
+            AND h.location_id = p_location_id
+            AND h.status = 'held'
+            AND h.expires_at <= pg_catalog.now()
+        FOR UPDATE SKIP LOCKED
+    ),
+    expired AS (
+        UPDATE stockpool.holds AS h
+        SET status = 'expired',
+            updated_at = pg_catalog.now()
+        FROM due
+        WHERE h.shop_id = p_shop_id
+            AND h.checkout_id = due.checkout_id
+            AND h.item_id = p_item_id
+            AND h.location_id = p_location_id
+        RETURNING h.quantity
+    )
+    SELECT coalesce(pg_catalog.sum(expired.quantity), 0)::integer INTO v_units
+    FROM expired;
+
+    RETURN stockpool._add_units(p_shop_id, p_item_id, p_location_id, v_units, p_buckets);
+END;
+$$;
+
+ALTER FUNCTION stockpool._expire_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_buckets integer) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _expire_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_buckets integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._expire_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_buckets integer) IS 'Internal: expire one key''s overdue holds and return their units to its pool.';
+
+--
+-- Name: _key_lock_id(bigint, bigint, bigint); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._key_lock_id(p_shop_id bigint, p_item_id bigint, p_location_id bigint) RETURNS bigint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT pg_catalog.hashtextextended(
+        'stockpool.key/' || p_shop_id::text || '/' || p_item_id::text || '/' || p_location_id::text,
+        0
+    );
+$$;
+
+ALTER FUNCTION stockpool._key_lock_id(p_shop_id bigint, p_item_id bigint, p_location_id bigint) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _key_lock_id(p_shop_id bigint, p_item_id bigint, p_location_id bigint); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._key_lock_id(p_shop_id bigint, p_item_id bigint, p_location_id bigint) IS 'Internal: advisory lock id of a stock key (refill lock).';
+
+--
+-- Name: _lock_checkout(bigint, uuid); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._lock_checkout(p_shop_id bigint, p_checkout_id uuid) RETURNS void
+    LANGUAGE sql
+    AS $$
+    SELECT pg_catalog.pg_advisory_xact_lock(
+        pg_catalog.hashtext('stockpool.checkout/' || p_shop_id::text),
+        pg_catalog.hashtext(p_checkout_id::text)
+    );
+$$;
+
+ALTER FUNCTION stockpool._lock_checkout(p_shop_id bigint, p_checkout_id uuid) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _lock_checkout(p_shop_id bigint, p_checkout_id uuid); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._lock_checkout(p_shop_id bigint, p_checkout_id uuid) IS 'Internal: transaction-scoped lock serialising all operations of one checkout.';
+
+--
+-- Name: _movements_immutable(); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._movements_immutable() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION 'stockpool.movements is append-only: % refused', tg_op
+        USING ERRCODE = 'SP009',
+              HINT = 'Correct stock with stockpool.adjust_stock(), which records a new movement.';
+END;
+$$;
+
+ALTER FUNCTION stockpool._movements_immutable() OWNER TO stockpool_owner;
+
+--
+-- Name: _null_args(text[], boolean[]); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._null_args(p_names text[], p_is_null boolean[]) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT pg_catalog.string_agg(a.name, ', ' ORDER BY a.ord)
+    FROM ROWS FROM (pg_catalog.unnest(p_names), pg_catalog.unnest(p_is_null))
+        WITH ORDINALITY AS a (name, is_null, ord)
+    WHERE a.is_null;
+$$;
+
+ALTER FUNCTION stockpool._null_args(p_names text[], p_is_null boolean[]) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _null_args(p_names text[], p_is_null boolean[]); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._null_args(p_names text[], p_is_null boolean[]) IS 'Internal: comma-separated names of NULL arguments, for error messages.';
+
+--
+-- Name: _record_hold(bigint, uuid, bigint, bigint, integer, interval); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval) RETURNS void
+    LANGUAGE sql
+    AS $$
+    INSERT INTO stockpool.holds AS h
+        (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at)
+    VALUES
+        (p_shop_id, p_checkout_id, p_item_id, p_location_id, p_quantity, 'held',
+         pg_catalog.now() + p_ttl)
+    ON CONFLICT ON CONSTRAINT holds_pkey DO UPDATE
+    SET quantity = excluded.quantity,
+        status = 'held',
+        expires_at = excluded.expires_at,
+        created_at = pg_catalog.now(),
+        updated_at = pg_catalog.now();
+$$;
+
+ALTER FUNCTION stockpool._record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval) IS 'Internal: insert or re-open a checkout''s hold row on one key.';
+
+--
+-- Name: _refill(bigint, bigint, bigint, integer, boolean, boolean, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._refill(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_min_extra integer, p_wait boolean, p_low_water_only boolean, p_cap integer DEFAULT NULL::integer) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_stock stockpool.stock;
+    v_cap integer;
+    v_pooled integer;
+    v_add integer;
+BEGIN
+    -- Cheap unlocked look first: nothing free means nothing to queue for.
+    SELECT s.* INTO v_stock
+    FROM stockpool.stock AS s
+    WHERE s.shop_id = p_shop_id
+        AND s.item_id = p_item_id
+        AND s.location_id = p_location_id;
+    IF NOT FOUND OR v_stock.on_hand - v_stock.allocated <= 0 THEN
+        RETURN 0;
+    END IF;
+
+    IF p_wait THEN
+        PERFORM pg_catalog.pg_advisory_xact_lock(
+            stockpool._key_lock_id(p_shop_id, p_item_id, p_location_id));
+    ELSIF NOT pg_catalog.pg_try_advisory_xact_lock(
+            stockpool._key_lock_id(p_shop_id, p_item_id, p_location_id)) THEN
+        RETURN 0;
+    END IF;
+
+    SELECT s.* INTO v_stock
+    FROM stockpool.stock AS s
+    WHERE s.shop_id = p_shop_id
+        AND s.item_id = p_item_id
+        AND s.location_id = p_location_id
+    FOR NO KEY UPDATE;
+
+    v_cap := coalesce(p_cap, v_stock.pool_cap);
+    -- Bounded count: never reads more than cap + needed live entries.
+    SELECT pg_catalog.count(*)::integer INTO v_pooled
+    FROM (
+        SELECT 1
+        FROM stockpool.pool_units AS u
+        WHERE u.shop_id = p_shop_id
+            AND u.item_id = p_item_id
+            AND u.location_id = p_location_id
+        LIMIT GREATEST(v_cap, p_min_extra)
+    ) AS live;
+
+    IF p_low_water_only AND v_pooled > v_stock.low_water THEN
+        RETURN 0;
+    END IF;
+
+    v_add := LEAST(
+        v_stock.on_hand - v_stock.allocated,
+        GREATEST(v_cap - v_pooled, p_min_extra)
+    );
+    IF v_add <= 0 THEN
+        RETURN 0;
+    END IF;
+
+    PERFORM stockpool._add_units(p_shop_id, p_item_id, p_location_id, v_add, v_stock.buckets);
+
+    UPDATE stockpool.stock AS s
+    SET allocated = s.allocated + v_add,
+        updated_at = pg_catalog.now()
+    WHERE s.shop_id = p_shop_id
+        AND s.item_id = p_item_id
+        AND s.location_id = p_location_id;
+
+    RETURN v_add;
+END;
+$$;
+
+ALTER FUNCTION stockpool._refill(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_min_extra integer, p_wait boolean, p_low_water_only boolean, p_cap integer) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _refill(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_min_extra integer, p_wait boolean, p_low_water_only boolean, p_cap integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._refill(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_min_extra integer, p_wait boolean, p_low_water_only boolean, p_cap integer) IS 'Internal: top a key''s pool up from free stock under its advisory refill lock.';
+
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
+--
+-- Name: stock; Type: TABLE; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE TABLE stockpool.stock (
+    shop_id bigint NOT NULL,
+    item_id bigint NOT NULL,
+    location_id bigint NOT NULL,
+    on_hand integer NOT NULL,
+    allocated integer DEFAULT 0 NOT NULL,
+    pool_cap integer DEFAULT 1000 NOT NULL,
+    low_water integer DEFAULT 250 NOT NULL,
+    buckets integer DEFAULT 64 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT stock_allocated_nonnegative CHECK ((allocated >= 0)),
+    CONSTRAINT stock_allocated_within_on_hand CHECK ((allocated <= on_hand)),
+    CONSTRAINT stock_buckets_range CHECK (((buckets >= 1) AND (buckets <= 1024))),
+    CONSTRAINT stock_low_water_within_cap CHECK (((low_water >= 0) AND (low_water < pool_cap))),
+    CONSTRAINT stock_on_hand_nonnegative CHECK ((on_hand >= 0)),
+    CONSTRAINT stock_pool_cap_positive CHECK ((pool_cap > 0))
+);
+
+ALTER TABLE stockpool.stock OWNER TO stockpool_owner;
+
+--
+-- Name: _stock_row(bigint, bigint, bigint); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._stock_row(p_shop_id bigint, p_item_id bigint, p_location_id bigint) RETURNS stockpool.stock
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+    v_stock stockpool.stock;
+BEGIN
+    SELECT s.* INTO v_stock
+    FROM stockpool.stock AS s
+    WHERE s.shop_id = p_shop_id
+        AND s.item_id = p_item_id
+        AND s.location_id = p_location_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown stock key (shop %, item %, location %)',
+            p_shop_id, p_item_id, p_location_id
+            USING ERRCODE = 'SP001',
+                  HINT = 'Create the key with stockpool.set_stock() first.';
+    END IF;
+    RETURN v_stock;
+END;
+$$;
+
+ALTER FUNCTION stockpool._stock_row(p_shop_id bigint, p_item_id bigint, p_location_id bigint) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _stock_row(p_shop_id bigint, p_item_id bigint, p_location_id bigint); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._stock_row(p_shop_id bigint, p_item_id bigint, p_location_id bigint) IS 'Internal: a key''s ledger row; SP001 when the key is unknown.';
+
+--
+-- Name: _take(bigint, bigint, bigint, integer, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._take(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_start integer := pg_catalog.floor(pg_catalog.random() * p_buckets)::integer;
+    v_got integer;
+    v_more integer;
+BEGIN
+    WITH picked AS (
+        SELECT u.ctid AS row_id
+        FROM stockpool.pool_units AS u
+        WHERE u.shop_id = p_shop_id
+            AND u.item_id = p_item_id
+            AND u.location_id = p_location_id
+            AND u.bucket >= v_start
+        ORDER BY u.bucket, u.unit_id
+        LIMIT p_quantity
+        FOR UPDATE SKIP LOCKED
+    )
+    DELETE FROM stockpool.pool_units AS d
+    USING picked
+    WHERE d.shop_id = p_shop_id
+        AND d.ctid = picked.row_id;
+    GET DIAGNOSTICS v_got = ROW_COUNT;
+
+    IF v_got < p_quantity AND v_start > 0 THEN
+        WITH picked AS (
+            SELECT u.ctid AS row_id
+            FROM stockpool.pool_units AS u
+            WHERE u.shop_id = p_shop_id
+                AND u.item_id = p_item_id
+                AND u.location_id = p_location_id
+                AND u.bucket < v_start
+            ORDER BY u.bucket, u.unit_id
+            LIMIT p_quantity - v_got
+            FOR UPDATE SKIP LOCKED
+        )
+        DELETE FROM stockpool.pool_units AS d
+        USING picked
+        WHERE d.shop_id = p_shop_id
+            AND d.ctid = picked.row_id;
+        GET DIAGNOSTICS v_more = ROW_COUNT;
+        v_got := v_got + v_more;
+    END IF;
+
+    RETURN v_got;
+END;
+$$;
+
+ALTER FUNCTION stockpool._take(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _take(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._take(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer) IS 'Internal: SKIP LOCKED claim of up to n pool units from a random start bucket; deletes them.';
+
+--
+-- Name: _take_lines(bigint, bigint[], bigint[], integer[], integer[]); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._take_lines(p_shop_id bigint, p_item_ids bigint[], p_location_ids bigint[], p_quantities integer[], p_buckets integer[]) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_i integer;
+    v_got integer;
+    v_lines integer := pg_catalog.array_length(p_item_ids, 1);
+BEGIN
+    BEGIN
+        FOR v_i IN 1..v_lines LOOP
+            v_got := stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
+                                     p_quantities[v_i], p_buckets[v_i]);
+            IF v_got < p_quantities[v_i] THEN
+                PERFORM stockpool._refill(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
+                                          p_quantities[v_i] - v_got, true, false);
+                v_got := v_got + stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
+                                                 p_quantities[v_i] - v_got, p_buckets[v_i]);
+            END IF;
+            IF v_got < p_quantities[v_i] THEN
+                RAISE EXCEPTION USING ERRCODE = 'SPX01';
+            END IF;
+        END LOOP;
+        RETURN true;
+    EXCEPTION
+        WHEN SQLSTATE 'SPX01' THEN
+            NULL;
+    END;
+
+    BEGIN
+        FOR v_i IN 1..v_lines LOOP
+            v_got := stockpool._take_waiting(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
+                                             p_quantities[v_i]);
+            IF v_got < p_quantities[v_i] THEN
+                PERFORM stockpool._expire_key(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
+                                              p_buckets[v_i]);
+                v_got := v_got + stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
+                                                 p_quantities[v_i] - v_got, p_buckets[v_i]);
+            END IF;
+            IF v_got < p_quantities[v_i] THEN
+                PERFORM stockpool._refill(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
+                                          p_quantities[v_i] - v_got, true, false);
+                v_got := v_got + stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
+                                                 p_quantities[v_i] - v_got, p_buckets[v_i]);
+            END IF;
+            IF v_got < p_quantities[v_i] THEN
+                RAISE EXCEPTION USING ERRCODE = 'SPX01';
+            END IF;
+        END LOOP;
+        RETURN true;
+    EXCEPTION
+        WHEN SQLSTATE 'SPX01' THEN
+            RETURN false;
+    END;
+END;
+$$;
+
+ALTER FUNCTION stockpool._take_lines(p_shop_id bigint, p_item_ids bigint[], p_location_ids bigint[], p_quantities integer[], p_buckets integer[]) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _take_lines(p_shop_id bigint, p_item_ids bigint[], p_location_ids bigint[], p_quantities integer[], p_buckets integer[]); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._take_lines(p_shop_id bigint, p_item_ids bigint[], p_location_ids bigint[], p_quantities integer[], p_buckets integer[]) IS 'Internal: all-or-nothing, deadlock-free take of several keys'' units (fast path, then waiting path).';
+
+--
+-- Name: _take_waiting(bigint, bigint, bigint, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._take_waiting(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_got integer;
+BEGIN
+    WITH picked AS (
+        SELECT u.ctid AS row_id
+        FROM stockpool.pool_units AS u
+        WHERE u.shop_id = p_shop_id
+            AND u.item_id = p_item_id
+            AND u.location_id = p_location_id
+        ORDER BY u.unit_id
+        LIMIT p_quantity
+        FOR UPDATE
+    )
+    DELETE FROM stockpool.pool_units AS d
+    USING picked
+    WHERE d.shop_id = p_shop_id
+        AND d.ctid = picked.row_id;
+    GET DIAGNOSTICS v_got = ROW_COUNT;
+    RETURN v_got;
+END;
+$$;
+
+ALTER FUNCTION stockpool._take_waiting(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _take_waiting(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._take_waiting(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer) IS 'Internal: blocking, unit_id-ordered claim used only on the near-sellout path.';
+
+--
+-- Name: adjust_stock(bigint, bigint, bigint, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool.adjust_stock(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_delta integer) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF p_shop_id IS NULL OR p_item_id IS NULL OR p_location_id IS NULL OR p_delta IS NULL THEN
+        RAISE EXCEPTION 'stockpool.adjust_stock: % must not be NULL',
+            stockpool._null_args(
+                ARRAY['p_shop_id', 'p_item_id', 'p_location_id', 'p_delta'],
+                ARRAY[p_shop_id IS NULL, p_item_id IS NULL, p_location_id IS NULL, p_delta IS NULL])
+            USING ERRCODE = '22004';
+    END IF;
+    RETURN stockpool._apply_on_hand(p_shop_id, p_item_id, p_location_id, p_delta, true);
+END;
+$$;
+
+ALTER FUNCTION stockpool.adjust_stock(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_delta integer) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION adjust_stock(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_delta integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool.adjust_stock(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_delta integer) IS 'Change a key''s on hand by p_delta, recording a movement; returns the new on hand. SQLSTATEs: 22004 NULL argument, 22003 result beyond integer, 22023 negative result, SP001 unknown key, SP002 below units held by live holds.';
+
+--
+-- Name: check_invariants(); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool.check_invariants() RETURNS TABLE(shop_id bigint, item_id bigint, location_id bigint, invariant text, detail text)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    WITH levels AS (
+        SELECT l.shop_id, l.item_id, l.location_id, l.on_hand, l.pooled, l.held,
+               s.allocated
+        FROM stockpool.stock_levels AS l
+        JOIN stockpool.stock AS s
+            ON s.shop_id = l.shop_id
+            AND s.item_id = l.item_id
+            AND s.location_id = l.location_id
+    ),
+    history AS (
+        SELECT m.shop_id, m.item_id, m.location_id, pg_catalog.sum(m.delta) AS on_hand
+        FROM stockpool.movements AS m
+        GROUP BY m.shop_id, m.item_id, m.location_id
+    )
+    SELECT l.shop_id, l.item_id, l.location_id, 'oversell',
+           pg_catalog.format('pooled %s + held %s > on_hand %s', l.pooled, l.held, l.on_hand)
+    FROM levels AS l
+    WHERE l.pooled + l.held > l.on_hand
+    UNION ALL
+    SELECT l.shop_id, l.item_id, l.location_id, 'allocation',
+           pg_catalog.format('allocated %s <> pooled %s + held %s', l.allocated, l.pooled, l.held)
+    FROM levels AS l
+    WHERE l.allocated <> l.pooled + l.held
+    UNION ALL
+    SELECT s.shop_id, s.item_id, s.location_id, 'ledger_drift',
+           pg_catalog.format('on_hand %s <> sum of movements %s', s.on_hand, coalesce(h.on_hand, 0))
+    FROM stockpool.stock AS s
+    LEFT JOIN history AS h
+        ON h.shop_id = s.shop_id
+        AND h.item_id = s.item_id
+        AND h.location_id = s.location_id
+    WHERE s.on_hand <> coalesce(h.on_hand, 0)
+    UNION ALL
+    SELECT l.shop_id, l.item_id, l.location_id, 'negative',
+           pg_catalog.format('on_hand %s, allocated %s, free %s', l.on_hand, l.allocated,
+                             l.on_hand - l.pooled - l.held)
+    FROM levels AS l
+    WHERE l.on_hand < 0 OR l.allocated < 0
+    UNION ALL
+    SELECT hd.shop_id, hd.item_id, hd.location_id, 'negative',
+           pg_catalog.format('hold of checkout %s has quantity %s', hd.checkout_id, hd.quantity)
+    FROM stockpool.holds AS hd
+    WHERE hd.quantity <= 0
+    UNION ALL
+    SELECT o.shop_id, o.item_id, o.location_id, 'orphan',
+           pg_catalog.format('%s rows of a key missing from the ledger', o.source)
+    FROM (
+        SELECT DISTINCT u.shop_id, u.item_id, u.location_id, 'pool' AS source
+        FROM stockpool.pool_units AS u
+        UNION
+        SELECT DISTINCT hd.shop_id, hd.item_id, hd.location_id, 'hold'
+        FROM stockpool.holds AS hd
+    ) AS o
+    WHERE NOT EXISTS (
+        SELECT FROM stockpool.stock AS s
+        WHERE s.shop_id = o.shop_id
+            AND s.item_id = o.item_id
+            AND s.location_id = o.location_id
+    );
+$$;
+
+ALTER FUNCTION stockpool.check_invariants() OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION check_invariants(); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool.check_invariants() IS 'One row per violated invariant (oversell, allocation, ledger_drift, negative, orphan); none when healthy.';
+
+--
+-- Name: claim(bigint, uuid); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool.claim(p_shop_id bigint, p_checkout_id uuid) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_hold record;
+    v_on_hand integer;
+    v_rows integer := 0;
+    v_held integer := 0;
+    v_expired integer := 0;
+    v_released integer := 0;
+    v_claimed integer := 0;
+    v_item_ids bigint[] := ARRAY[]::bigint[];
+    v_location_ids bigint[] := ARRAY[]::bigint[];
+    v_quantities integer[] := ARRAY[]::integer[];
+    v_i integer;
+BEGIN
+    IF p_shop_id IS NULL OR p_checkout_id IS NULL THEN
+        RAISE EXCEPTION 'stockpool.claim: % must not be NULL',
+            stockpool._null_args(ARRAY['p_shop_id', 'p_checkout_id'],
+                                 ARRAY[p_shop_id IS NULL, p_checkout_id IS NULL])
+            USING ERRCODE = '22004';
+    END IF;
+
+    PERFORM stockpool._lock_checkout(p_shop_id, p_checkout_id);
+
+    FOR v_hold IN
+        SELECT h.item_id, h.location_id, h.status, h.quantity,
+               h.expires_at <= pg_catalog.now() AS overdue
+        FROM stockpool.holds AS h
+        WHERE h.shop_id = p_shop_id
+            AND h.checkout_id = p_checkout_id
+        ORDER BY h.item_id, h.location_id
+        FOR UPDATE
+    LOOP
+        v_rows := v_rows + 1;
+        CASE
+            WHEN v_hold.status = 'held' AND v_hold.overdue THEN v_expired := v_expired + 1;
+            WHEN v_hold.status = 'held' THEN
+                v_held := v_held + 1;
+                v_item_ids := v_item_ids || v_hold.item_id;
+                v_location_ids := v_location_ids || v_hold.location_id;
+                v_quantities := v_quantities || v_hold.quantity;
+            WHEN v_hold.status = 'expired' THEN v_expired := v_expired + 1;
+            WHEN v_hold.status = 'released' THEN v_released := v_released + 1;
+            ELSE v_claimed := v_claimed + v_hold.quantity;
+        END CASE;
+    END LOOP;
+
+    IF v_rows = 0 THEN
+        RAISE EXCEPTION 'stockpool.claim: checkout % holds nothing in shop %', p_checkout_id, p_shop_id
+            USING ERRCODE = 'SP003',
+                  HINT = 'Reserve with stockpool.reserve_units() or reserve_cart() before claiming.';
+    END IF;
+    IF v_held = 0 AND v_claimed > 0 THEN
+        RETURN v_claimed;
+    END IF;
+    IF v_expired > 0 AND (v_held > 0 OR v_released = 0) THEN
+        RAISE EXCEPTION 'stockpool.claim: a hold of checkout % has expired; nothing was claimed', p_checkout_id
+            USING ERRCODE = 'SP004',
+                  HINT = 'Reserve again; the expired units may have been sold to someone else.';
+    END IF;
+    IF v_held = 0 THEN
+        RAISE EXCEPTION 'stockpool.claim: checkout % was released; nothing to claim', p_checkout_id
+            USING ERRCODE = 'SP005',
+                  HINT = 'Reserve again before claiming.';
+    END IF;
+
+    FOR v_i IN 1..v_held LOOP
+        UPDATE stockpool.stock AS s
+        SET on_hand = s.on_hand - v_quantities[v_i],
+            allocated = s.allocated - v_quantities[v_i],
+            updated_at = pg_catalog.now()
+        WHERE s.shop_id = p_shop_id
+            AND s.item_id = v_item_ids[v_i]
+            AND s.location_id = v_location_ids[v_i]
+        RETURNING s.on_hand INTO v_on_hand;
+
+        INSERT INTO stockpool.movements
+            (shop_id, item_id, location_id, delta, on_hand_after, reason, checkout_id)
+        VALUES
+            (p_shop_id, v_item_ids[v_i], v_location_ids[v_i], -v_quantities[v_i], v_on_hand,
+             'claim', p_checkout_id);
+        v_claimed := v_claimed + v_quantities[v_i];
+    END LOOP;
+
+    UPDATE stockpool.holds AS h
+    SET status = 'claimed',
+        updated_at = pg_catalog.now()
+    WHERE h.shop_id = p_shop_id
+        AND h.checkout_id = p_checkout_id
+        AND h.status = 'held';
+
+    RETURN v_claimed;
+END;
+$$;
+
+ALTER FUNCTION stockpool.claim(p_shop_id bigint, p_checkout_id uuid) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION claim(p_shop_id bigint, p_checkout_id uuid); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool.claim(p_shop_id bigint, p_checkout_id uuid) IS 'Payment succeeded: turn the checkout''s live holds into deductions of on hand (with movements), all or nothing. Returns the units claimed by the checkout; a retry returns the same number and claims nothing twice. SQLSTATEs: 22004 NULL argument, SP003 unknown checkout, SP004 hold expired, SP005 checkout released.';
+
+--
+-- Name: configure_pool(bigint, bigint, bigint, integer, integer, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool.configure_pool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_pool_cap integer DEFAULT NULL::integer, p_low_water integer DEFAULT NULL::integer, p_buckets integer DEFAULT NULL::integer) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_stock stockpool.stock;
+    v_cap integer;
+    v_low_water integer;
+    v_buckets integer;
+BEGIN
+    IF p_shop_id IS NULL OR p_item_id IS NULL OR p_location_id IS NULL THEN
+        RAISE EXCEPTION 'stockpool.configure_pool: % must not be NULL',
+            stockpool._null_args(
+                ARRAY['p_shop_id', 'p_item_id', 'p_location_id'],
+                ARRAY[p_shop_id IS NULL, p_item_id IS NULL, p_location_id IS NULL])
+            USING ERRCODE = '22004';
+    END IF;
+
+    PERFORM stockpool._stock_row(p_shop_id, p_item_id, p_location_id);
+    PERFORM pg_catalog.pg_advisory_xact_lock(
+        stockpool._key_lock_id(p_shop_id, p_item_id, p_location_id));
+    SELECT s.* INTO v_stock
+    FROM stockpool.stock AS s
+    WHERE s.shop_id = p_shop_id
+        AND s.item_id = p_item_id
+        AND s.location_id = p_location_id
+    FOR NO KEY UPDATE;
+
+    v_cap := coalesce(p_pool_cap, v_stock.pool_cap);
+    v_low_water := coalesce(p_low_water,
+                            CASE WHEN p_pool_cap IS NULL THEN v_stock.low_water ELSE v_cap / 4 END);
+    v_buckets := coalesce(p_buckets, v_stock.buckets);
+
+    IF v_cap <= 0 THEN
+        RAISE EXCEPTION 'stockpool.configure_pool: pool cap must be positive, got %', v_cap
+            USING ERRCODE = '22023';
+    END IF;
+    IF v_low_water < 0 OR v_low_water >= v_cap THEN
+        RAISE EXCEPTION 'stockpool.configure_pool: low water must be in 0..%, got %', v_cap - 1, v_low_water
+            USING ERRCODE = '22023';
+    END IF;
+    IF v_buckets < 1 OR v_buckets > 1024 THEN
+        RAISE EXCEPTION 'stockpool.configure_pool: buckets must be in 1..1024, got %', v_buckets
+            USING ERRCODE = '22023';
+    END IF;
+
+    UPDATE stockpool.stock AS s
+    SET pool_cap = v_cap,
+        low_water = v_low_water,
+        buckets = v_buckets,
+        updated_at = pg_catalog.now()
+    WHERE s.shop_id = p_shop_id
+        AND s.item_id = p_item_id
+        AND s.location_id = p_location_id;
+END;
+$$;
+
+ALTER FUNCTION stockpool.configure_pool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_pool_cap integer, p_low_water integer, p_buckets integer) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION configure_pool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_pool_cap integer, p_low_water integer, p_buckets integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool.configure_pool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_pool_cap integer, p_low_water integer, p_buckets integer) IS 'Change a key''s pool cap, low-water mark and bucket count (NULL keeps a setting). SQLSTATEs: 22004 NULL key argument, 22023 setting out of range, SP001 unknown key.';
+
+--
+-- Name: release(bigint, uuid); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool.release(p_shop_id bigint, p_checkout_id uuid) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_hold record;
+    v_rows integer := 0;
+    v_held integer := 0;
+    v_claimed integer := 0;
+    v_released integer := 0;
+BEGIN
+    IF p_shop_id IS NULL OR p_checkout_id IS NULL THEN
+        RAISE EXCEPTION 'stockpool.release: % must not be NULL',
+            stockpool._null_args(ARRAY['p_shop_id', 'p_checkout_id'],
+                                 ARRAY[p_shop_id IS NULL, p_checkout_id IS NULL])
+            USING ERRCODE = '22004';
+    END IF;
+
+    PERFORM stockpool._lock_checkout(p_shop_id, p_checkout_id);
+
+    FOR v_hold IN
+        SELECT h.status, h.quantity
+        FROM stockpool.holds AS h
+        WHERE h.shop_id = p_shop_id
+            AND h.checkout_id = p_checkout_id
+        ORDER BY h.item_id, h.location_id
+        FOR UPDATE
+    LOOP
+        v_rows := v_rows + 1;
+        CASE v_hold.status
+            WHEN 'held' THEN v_held := v_held + 1;
+            WHEN 'claimed' THEN v_claimed := v_claimed + 1;
+            WHEN 'released' THEN v_released := v_released + v_hold.quantity;
+            ELSE NULL;
+        END CASE;
+    END LOOP;
+
+    IF v_rows = 0 THEN
+        RAISE EXCEPTION 'stockpool.release: checkout % holds nothing in shop %', p_checkout_id, p_shop_id
+            USING ERRCODE = 'SP003';
+    END IF;
+    IF v_held = 0 AND v_released = 0 AND v_claimed > 0 THEN
+        RAISE EXCEPTION 'stockpool.release: checkout % was claimed; claimed stock is not released', p_checkout_id
+            USING ERRCODE = 'SP006',
+                  HINT = 'Return paid stock with stockpool.adjust_stock(), which records a movement.';
+    END IF;
+
+    FOR v_hold IN
+        WITH ended AS (
+            UPDATE stockpool.holds AS h
+            SET status = 'released',
+                updated_at = pg_catalog.now()
+            WHERE h.shop_id = p_shop_id
+                AND h.checkout_id = p_checkout_id
+                AND h.status = 'held'
+            RETURNING h.item_id, h.location_id, h.quantity
+        )
+        SELECT e.item_id, e.location_id, e.quantity, s.buckets
+        FROM ended AS e
+        JOIN stockpool.stock AS s
+            ON s.shop_id = p_shop_id
+            AND s.item_id = e.item_id
+            AND s.location_id = e.location_id
+        ORDER BY e.item_id, e.location_id
+    LOOP
+        PERFORM stockpool._add_units(p_shop_id, v_hold.item_id, v_hold.location_id,
+                                     v_hold.quantity, v_hold.buckets);
+        v_released := v_released + v_hold.quantity;
+    END LOOP;
+
+    RETURN v_released;
+END;
+$$;
+
+ALTER FUNCTION stockpool.release(p_shop_id bigint, p_checkout_id uuid) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION release(p_shop_id bigint, p_checkout_id uuid); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool.release(p_shop_id bigint, p_checkout_id uuid) IS 'Payment failed: end the checkout''s live holds and put their units back into the pool. Returns the units released by the checkout; a retry is a no-op returning the same number. SQLSTATEs: 22004 NULL argument, SP003 unknown checkout, SP006 checkout was claimed.';
+
+--
+-- Name: replenish_pool(bigint, bigint, bigint, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool.replenish_pool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_cap integer DEFAULT NULL::integer) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF p_shop_id IS NULL OR p_item_id IS NULL OR p_location_id IS NULL THEN
+        RAISE EXCEPTION 'stockpool.replenish_pool: % must not be NULL',
+            stockpool._null_args(
+                ARRAY['p_shop_id', 'p_item_id', 'p_location_id'],
+                ARRAY[p_shop_id IS NULL, p_item_id IS NULL, p_location_id IS NULL])
+            USING ERRCODE = '22004';
+    END IF;
+    IF p_cap <= 0 THEN
+        RAISE EXCEPTION 'stockpool.replenish_pool: p_cap must be positive, got %', p_cap
+            USING ERRCODE = '22023';
+    END IF;
+    PERFORM stockpool._stock_row(p_shop_id, p_item_id, p_location_id);
+    RETURN stockpool._refill(p_shop_id, p_item_id, p_location_id, 0, true, false, p_cap);
+END;
+$$;
+
+ALTER FUNCTION stockpool.replenish_pool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_cap integer) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION replenish_pool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_cap integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool.replenish_pool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_cap integer) IS 'Top a key''s pool up to p_cap (default its pool_cap) from free stock, one refiller per key at a time; returns units added. SQLSTATEs: 22004 NULL key argument, 22023 p_cap not positive, SP001 unknown key.';
+
+--
+-- Name: reserve_cart(bigint, uuid, bigint[], bigint[], integer[], interval); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool.reserve_cart(p_shop_id bigint, p_checkout_id uuid, p_item_ids bigint[], p_location_ids bigint[], p_quantities integer[], p_ttl interval DEFAULT '00:15:00'::interval) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_lines integer;
+    v_item_ids bigint[];
+    v_location_ids bigint[];
+    v_quantities integer[];
+    v_buckets integer[];
+    v_need bigint[];
+    v_i integer;
+    v_satisfied integer := 0;
+    v_stock stockpool.stock;
+BEGIN
+    IF p_shop_id IS NULL OR p_checkout_id IS NULL OR p_item_ids IS NULL
+        OR p_location_ids IS NULL OR p_quantities IS NULL OR p_ttl IS NULL THEN
+        RAISE EXCEPTION 'stockpool.reserve_cart: % must not be NULL',
+            stockpool._null_args(
+                ARRAY['p_shop_id', 'p_checkout_id', 'p_item_ids', 'p_location_ids', 'p_quantities', 'p_ttl'],
+                ARRAY[p_shop_id IS NULL, p_checkout_id IS NULL, p_item_ids IS NULL,
+                      p_location_ids IS NULL, p_quantities IS NULL, p_ttl IS NULL])
+            USING ERRCODE = '22004';
+    END IF;
+    v_lines := pg_catalog.cardinality(p_item_ids);
+    IF v_lines = 0 THEN
+        RAISE EXCEPTION 'stockpool.reserve_cart: the cart has no lines'
+            USING ERRCODE = '22023';
+    END IF;
+    IF pg_catalog.array_ndims(p_item_ids) <> 1
+        OR pg_catalog.array_ndims(p_location_ids) IS DISTINCT FROM 1
+        OR pg_catalog.array_ndims(p_quantities) IS DISTINCT FROM 1
+        OR pg_catalog.cardinality(p_location_ids) <> v_lines
+        OR pg_catalog.cardinality(p_quantities) <> v_lines THEN
+        RAISE EXCEPTION 'stockpool.reserve_cart: p_item_ids, p_location_ids and p_quantities must be one-dimensional arrays of equal length (got %, %, %)',
+            v_lines, pg_catalog.cardinality(p_location_ids), pg_catalog.cardinality(p_quantities)
+            USING ERRCODE = '22023';
+    END IF;
+    IF p_ttl <= interval '0' THEN
+        RAISE EXCEPTION 'stockpool.reserve_cart: p_ttl must be positive, got %', p_ttl
+            USING ERRCODE = '22023';
+    END IF;
+    IF pg_catalog.array_position(p_item_ids, NULL) IS NOT NULL
+        OR pg_catalog.array_position(p_location_ids, NULL) IS NOT NULL
+        OR pg_catalog.array_position(p_quantities, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'stockpool.reserve_cart: cart lines must not contain NULL'
+            USING ERRCODE = '22004';
+    END IF;
+    IF EXISTS (SELECT FROM pg_catalog.unnest(p_quantities) AS q (n) WHERE q.n <= 0) THEN
+        RAISE EXCEPTION 'stockpool.reserve_cart: every quantity must be positive'
+            USING ERRCODE = '22023';
+    END IF;
+
+    -- One line per key, in the one lock order every path uses.
+    SELECT pg_catalog.array_agg(l.item_id ORDER BY l.item_id, l.location_id),
+           pg_catalog.array_agg(l.location_id ORDER BY l.item_id, l.location_id),
+           pg_catalog.array_agg(l.quantity ORDER BY l.item_id, l.location_id)
+    INTO v_item_ids, v_location_ids, v_need
+    FROM (
+        SELECT c.item_id, c.location_id, pg_catalog.sum(c.quantity)::bigint AS quantity
+        FROM ROWS FROM (pg_catalog.unnest(p_item_ids), pg_catalog.unnest(p_location_ids),
+                        pg_catalog.unnest(p_quantities))
+            AS c (item_id, location_id, quantity)
+        GROUP BY c.item_id, c.location_id
+    ) AS l;
+    v_lines := pg_catalog.cardinality(v_item_ids);
+    v_quantities := ARRAY[]::integer[];
+    v_buckets := ARRAY[]::integer[];
+
+    FOR v_i IN 1..v_lines LOOP
+        IF v_need[v_i] > 2147483647 THEN
+            RAISE EXCEPTION 'stockpool.reserve_cart: quantity of item % at location % sums to %, beyond integer',
+                v_item_ids[v_i], v_location_ids[v_i], v_need[v_i]
+                USING ERRCODE = '22003';
+        END IF;
+        v_stock := stockpool._stock_row(p_shop_id, v_item_ids[v_i], v_location_ids[v_i]);
+        v_quantities := v_quantities || v_need[v_i]::integer;
+        v_buckets := v_buckets || v_stock.buckets;
+    END LOOP;
+
+    PERFORM stockpool._lock_checkout(p_shop_id, p_checkout_id);
+    FOR v_i IN 1..v_lines LOOP
+        IF stockpool._existing_hold(p_shop_id, p_checkout_id, v_item_ids[v_i],
+                                    v_location_ids[v_i], v_quantities[v_i], p_ttl) THEN
+            v_satisfied := v_satisfied + 1;
+        END IF;
+    END LOOP;
+    IF v_satisfied = v_lines THEN
+        RETURN true;
+    END IF;
+    IF v_satisfied > 0 THEN
+        RAISE EXCEPTION 'stockpool.reserve_cart: checkout % already holds some but not all of these lines',
+            p_checkout_id
+            USING ERRCODE = 'SP007',
+                  HINT = 'Release the checkout first, or reserve under a new checkout id.';
+    END IF;
+
+    IF NOT stockpool._take_lines(p_shop_id, v_item_ids, v_location_ids, v_quantities, v_buckets) THEN
+        RETURN false;
+    END IF;
+
+    FOR v_i IN 1..v_lines LOOP
+        PERFORM stockpool._record_hold(p_shop_id, p_checkout_id, v_item_ids[v_i],
+                                       v_location_ids[v_i], v_quantities[v_i], p_ttl);
+    END LOOP;
+    RETURN true;
+END;
+$$;
+
+ALTER FUNCTION stockpool.reserve_cart(p_shop_id bigint, p_checkout_id uuid, p_item_ids bigint[], p_location_ids bigint[], p_quantities integer[], p_ttl interval) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION reserve_cart(p_shop_id bigint, p_checkout_id uuid, p_item_ids bigint[], p_location_ids bigint[], p_quantities integer[], p_ttl interval); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool.reserve_cart(p_shop_id bigint, p_checkout_id uuid, p_item_ids bigint[], p_location_ids bigint[], p_quantities integer[], p_ttl interval) IS 'Hold every line of a cart for a checkout, or none. Lines in any order; a key repeated on several lines is summed. true = all held (a retry is a no-op), false = some line lacks stock and nothing is held. SQLSTATEs: 22004 NULL argument or element, 22023 empty/unequal arrays or quantity/ttl not positive, 22003 summed quantity beyond integer, SP001 unknown key, SP007 checkout holds different lines.';
+
+--
+-- Name: reserve_units(bigint, bigint, bigint, integer, uuid, interval); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool.reserve_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_checkout_id uuid, p_ttl interval DEFAULT '00:15:00'::interval) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_stock stockpool.stock;
+    v_got integer := 0;
+BEGIN
+    IF p_shop_id IS NULL OR p_item_id IS NULL OR p_location_id IS NULL
+        OR p_quantity IS NULL OR p_checkout_id IS NULL OR p_ttl IS NULL THEN
+        RAISE EXCEPTION 'stockpool.reserve_units: % must not be NULL',
+            stockpool._null_args(
+                ARRAY['p_shop_id', 'p_item_id', 'p_location_id', 'p_quantity', 'p_checkout_id', 'p_ttl'],
+                ARRAY[p_shop_id IS NULL, p_item_id IS NULL, p_location_id IS NULL,
+                      p_quantity IS NULL, p_checkout_id IS NULL, p_ttl IS NULL])
+            USING ERRCODE = '22004';
+    END IF;
+    IF p_quantity <= 0 THEN
+        RAISE EXCEPTION 'stockpool.reserve_units: p_quantity must be positive, got %', p_quantity
+            USING ERRCODE = '22023';
+    END IF;
+    IF p_ttl <= interval '0' THEN
+        RAISE EXCEPTION 'stockpool.reserve_units: p_ttl must be positive, got %', p_ttl
+            USING ERRCODE = '22023';
+    END IF;
+
+    v_stock := stockpool._stock_row(p_shop_id, p_item_id, p_location_id);
+
+    PERFORM stockpool._lock_checkout(p_shop_id, p_checkout_id);
+    IF stockpool._existing_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
+                                p_quantity, p_ttl) THEN
+        RETURN true;
+    END IF;
+
+    IF p_quantity > v_stock.on_hand THEN
+        RETURN false;
+    END IF;
+
+    IF p_quantity = 1 THEN
+        v_got := stockpool._take(p_shop_id, p_item_id, p_location_id, 1, v_stock.buckets);
+    END IF;
+
+    IF v_got = 1 THEN
+        -- Low-water refill, only when this key has free stock to move and the
+        -- pool has thinned; a try-lock, so no buyer ever queues here.
+        IF v_stock.on_hand > v_stock.allocated
+            AND pg_catalog.random() < 0.05 THEN
+            PERFORM stockpool._refill(p_shop_id, p_item_id, p_location_id, 0, false, true);
+        END IF;
+    ELSIF NOT stockpool._take_lines(p_shop_id, ARRAY[p_item_id], ARRAY[p_location_id],
+                                    ARRAY[p_quantity], ARRAY[v_stock.buckets]) THEN
+        RETURN false;
+    END IF;
+
+    PERFORM stockpool._record_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
+                                   p_quantity, p_ttl);
+    RETURN true;
+END;
+$$;
+
+ALTER FUNCTION stockpool.reserve_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_checkout_id uuid, p_ttl interval) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION reserve_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_checkout_id uuid, p_ttl interval); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool.reserve_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_checkout_id uuid, p_ttl interval) IS 'Hold p_quantity units of (shop, item, location) for a checkout until now() + p_ttl, all or nothing. true = held (a retry by the same checkout is a no-op), false = not enough stock. SQLSTATEs: 22004 NULL argument, 22023 quantity or ttl not positive, SP001 unknown key, SP007 checkout already holds a different quantity of this key.';
+
+--
+-- Name: set_stock(bigint, bigint, bigint, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool.set_stock(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_on_hand integer) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF p_shop_id IS NULL OR p_item_id IS NULL OR p_location_id IS NULL OR p_on_hand IS NULL THEN
+        RAISE EXCEPTION 'stockpool.set_stock: % must not be NULL',
+            stockpool._null_args(
+                ARRAY['p_shop_id', 'p_item_id', 'p_location_id', 'p_on_hand'],
+                ARRAY[p_shop_id IS NULL, p_item_id IS NULL, p_location_id IS NULL, p_on_hand IS NULL])
+            USING ERRCODE = '22004';
+    END IF;
+    IF p_on_hand < 0 THEN
+        RAISE EXCEPTION 'stockpool.set_stock: p_on_hand must not be negative, got %', p_on_hand
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN stockpool._apply_on_hand(p_shop_id, p_item_id, p_location_id, p_on_hand, false);
+END;
+$$;
+
+ALTER FUNCTION stockpool.set_stock(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_on_hand integer) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION set_stock(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_on_hand integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool.set_stock(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_on_hand integer) IS 'Create a stock key or set its on hand, recording a movement for the difference; returns the new on hand. Pool units above the new bound are taken back. SQLSTATEs: 22004 NULL argument, 22023 negative on hand, SP002 below units held by live holds.';
+
+--
+-- Name: sweep(integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool.sweep(p_batch integer DEFAULT 500) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_key record;
+    v_holds integer := 0;
+BEGIN
+    IF p_batch IS NULL THEN
+        RAISE EXCEPTION 'stockpool.sweep: p_batch must not be NULL'
+            USING ERRCODE = '22004';
+    END IF;
+    IF p_batch <= 0 THEN
+        RAISE EXCEPTION 'stockpool.sweep: p_batch must be positive, got %', p_batch
+            USING ERRCODE = '22023';
+    END IF;
+
+    FOR v_key IN
+        WITH due AS (
+            SELECT h.shop_id, h.checkout_id, h.item_id, h.location_id
+            FROM stockpool.holds AS h
+            WHERE h.status = 'held'
+                AND h.expires_at <= pg_catalog.now()
+            ORDER BY h.expires_at
+            LIMIT p_batch
+            FOR UPDATE SKIP LOCKED
+        ),
+        expired AS (
+            UPDATE stockpool.holds AS h
+            SET status = 'expired',
+                updated_at = pg_catalog.now()
+            FROM due
+            WHERE h.shop_id = due.shop_id
+                AND h.checkout_id = due.checkout_id
+                AND h.item_id = due.item_id
+                AND h.location_id = due.location_id
+            RETURNING h.shop_id, h.item_id, h.location_id, h.quantity
+        )
+        SELECT e.shop_id, e.item_id, e.location_id,
+               pg_catalog.sum(e.quantity)::integer AS units,
+               pg_catalog.count(*)::integer AS holds,
+               pg_catalog.min(s.buckets) AS buckets
+        FROM expired AS e
+        JOIN stockpool.stock AS s
+            ON s.shop_id = e.shop_id
+            AND s.item_id = e.item_id
+            AND s.location_id = e.location_id
+        GROUP BY e.shop_id, e.item_id, e.location_id
+        ORDER BY e.shop_id, e.item_id, e.location_id
+    LOOP
+        PERFORM stockpool._add_units(v_key.shop_id, v_key.item_id, v_key.location_id,
+                                     v_key.units, v_key.buckets);
+        v_holds := v_holds + v_key.holds;
+    END LOOP;
+
+    RETURN v_holds;
+END;
+$$;
+
+ALTER FUNCTION stockpool.sweep(p_batch integer) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION sweep(p_batch integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool.sweep(p_batch integer) IS 'Expire up to p_batch overdue holds in one short transaction and return their units to the pool. Returns holds expired. Concurrent sweepers take disjoint batches (SKIP LOCKED). SQLSTATEs: 22004 NULL p_batch, 22023 p_batch not positive.';
+
+--
+-- Name: take_units(bigint, bigint, bigint, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool.take_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_stock stockpool.stock;
+BEGIN
+    IF p_shop_id IS NULL OR p_item_id IS NULL OR p_location_id IS NULL OR p_quantity IS NULL THEN
+        RAISE EXCEPTION 'stockpool.take_units: % must not be NULL',
+            stockpool._null_args(
+                ARRAY['p_shop_id', 'p_item_id', 'p_location_id', 'p_quantity'],
+                ARRAY[p_shop_id IS NULL, p_item_id IS NULL, p_location_id IS NULL, p_quantity IS NULL])
+            USING ERRCODE = '22004';
+    END IF;
+    IF p_quantity <= 0 THEN
+        RAISE EXCEPTION 'stockpool.take_units: p_quantity must be positive, got %', p_quantity
+            USING ERRCODE = '22023';
+    END IF;
+    v_stock := stockpool._stock_row(p_shop_id, p_item_id, p_location_id);
+    RETURN stockpool._take(p_shop_id, p_item_id, p_location_id, p_quantity, v_stock.buckets);
+END;
+$$;
+
+ALTER FUNCTION stockpool.take_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION take_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool.take_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer) IS 'Low-level SKIP LOCKED claim of up to p_quantity pool units of a key (deleted, no hold recorded); returns how many were taken. SQLSTATEs: 22004 NULL argument, 22023 quantity not positive, SP001 unknown key.';
+
+--
+-- Name: holds; Type: TABLE; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE TABLE stockpool.holds (
+    shop_id bigint NOT NULL,
+    checkout_id uuid NOT NULL,
+    item_id bigint NOT NULL,
+    location_id bigint NOT NULL,
+    quantity integer NOT NULL,
+    status text DEFAULT 'held'::text NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT holds_quantity_positive CHECK ((quantity > 0)),
+    CONSTRAINT holds_status_known CHECK ((status = ANY (ARRAY['held'::text, 'claimed'::text, 'released'::text, 'expired'::text])))
+)
+WITH (autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_cost_delay='0');
+
+ALTER TABLE stockpool.holds OWNER TO stockpool_owner;
+
+--
+-- Name: migrations; Type: TABLE; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE TABLE stockpool.migrations (
+    version integer NOT NULL,
+    name text NOT NULL,
+    checksum text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL,
+    applied_by text DEFAULT SESSION_USER NOT NULL
+);
+
+ALTER TABLE stockpool.migrations OWNER TO stockpool_owner;
+
+--
+-- Name: movements; Type: TABLE; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE TABLE stockpool.movements (
+    shop_id bigint NOT NULL,
+    movement_id bigint NOT NULL,
+    item_id bigint NOT NULL,
+    location_id bigint NOT NULL,
+    delta integer NOT NULL,
+    on_hand_after integer NOT NULL,
+    reason text NOT NULL,
+    checkout_id uuid,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT movements_claim_has_checkout CHECK (((reason = 'claim'::text) = (checkout_id IS NOT NULL))),
+    CONSTRAINT movements_delta_nonzero CHECK ((delta <> 0)),
+    CONSTRAINT movements_on_hand_after_nonnegative CHECK ((on_hand_after >= 0)),
+    CONSTRAINT movements_reason_known CHECK ((reason = ANY (ARRAY['set'::text, 'adjust'::text, 'claim'::text])))
+);
+
+ALTER TABLE stockpool.movements OWNER TO stockpool_owner;
+
+--
+-- Name: movements_movement_id_seq; Type: SEQUENCE; Schema: stockpool; Owner: stockpool_owner
+--
+
+ALTER TABLE stockpool.movements ALTER COLUMN movement_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME stockpool.movements_movement_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: pool_units; Type: TABLE; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE TABLE stockpool.pool_units (
+    shop_id bigint NOT NULL,
+    item_id bigint NOT NULL,
+    location_id bigint NOT NULL,
+    bucket integer NOT NULL,
+    unit_id bigint NOT NULL,
+    CONSTRAINT pool_units_bucket_nonnegative CHECK ((bucket >= 0))
+)
+PARTITION BY HASH (shop_id);
+
+ALTER TABLE stockpool.pool_units OWNER TO stockpool_owner;
+
+--
+-- Name: pool_units_p0; Type: TABLE; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE TABLE stockpool.pool_units_p0 (
+    shop_id bigint NOT NULL,
+    item_id bigint NOT NULL,
+    location_id bigint NOT NULL,
+    bucket integer NOT NULL,
+    unit_id bigint NOT NULL,
+    CONSTRAINT pool_units_bucket_nonnegative CHECK ((bucket >= 0))
+)
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', autovacuum_vacuum_cost_delay='0');
+
+ALTER TABLE stockpool.pool_units_p0 OWNER TO stockpool_owner;
+
+--
+-- Name: pool_units_p1; Type: TABLE; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE TABLE stockpool.pool_units_p1 (
+    shop_id bigint NOT NULL,
+    item_id bigint NOT NULL,
+    location_id bigint NOT NULL,
+    bucket integer NOT NULL,
+    unit_id bigint NOT NULL,
+    CONSTRAINT pool_units_bucket_nonnegative CHECK ((bucket >= 0))
+)
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', autovacuum_vacuum_cost_delay='0');
+
+ALTER TABLE stockpool.pool_units_p1 OWNER TO stockpool_owner;
+
+--
+-- Name: pool_units_p2; Type: TABLE; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE TABLE stockpool.pool_units_p2 (
+    shop_id bigint NOT NULL,
+    item_id bigint NOT NULL,
+    location_id bigint NOT NULL,
+    bucket integer NOT NULL,
+    unit_id bigint NOT NULL,
+    CONSTRAINT pool_units_bucket_nonnegative CHECK ((bucket >= 0))
+)
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', autovacuum_vacuum_cost_delay='0');
+
+ALTER TABLE stockpool.pool_units_p2 OWNER TO stockpool_owner;
+
+--
+-- Name: pool_units_p3; Type: TABLE; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE TABLE stockpool.pool_units_p3 (
+    shop_id bigint NOT NULL,
+    item_id bigint NOT NULL,
+    location_id bigint NOT NULL,
+    bucket integer NOT NULL,
+    unit_id bigint NOT NULL,
+    CONSTRAINT pool_units_bucket_nonnegative CHECK ((bucket >= 0))
+)
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', autovacuum_vacuum_cost_delay='0');
+
+ALTER TABLE stockpool.pool_units_p3 OWNER TO stockpool_owner;
+
+--
+-- Name: pool_units_p4; Type: TABLE; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE TABLE stockpool.pool_units_p4 (
+    shop_id bigint NOT NULL,
+    item_id bigint NOT NULL,
+    location_id bigint NOT NULL,
+    bucket integer NOT NULL,
+    unit_id bigint NOT NULL,
+    CONSTRAINT pool_units_bucket_nonnegative CHECK ((bucket >= 0))
+)
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', autovacuum_vacuum_cost_delay='0');
+
+ALTER TABLE stockpool.pool_units_p4 OWNER TO stockpool_owner;
+
+--
+-- Name: pool_units_p5; Type: TABLE; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE TABLE stockpool.pool_units_p5 (
+    shop_id bigint NOT NULL,
+    item_id bigint NOT NULL,
+    location_id bigint NOT NULL,
+    bucket integer NOT NULL,
+    unit_id bigint NOT NULL,
+    CONSTRAINT pool_units_bucket_nonnegative CHECK ((bucket >= 0))
+)
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', autovacuum_vacuum_cost_delay='0');
+
+ALTER TABLE stockpool.pool_units_p5 OWNER TO stockpool_owner;
+
+--
+-- Name: pool_units_p6; Type: TABLE; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE TABLE stockpool.pool_units_p6 (
+    shop_id bigint NOT NULL,
+    item_id bigint NOT NULL,
+    location_id bigint NOT NULL,
+    bucket integer NOT NULL,
+    unit_id bigint NOT NULL,
+    CONSTRAINT pool_units_bucket_nonnegative CHECK ((bucket >= 0))
+)
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', autovacuum_vacuum_cost_delay='0');
+
+ALTER TABLE stockpool.pool_units_p6 OWNER TO stockpool_owner;
+
+--
+-- Name: pool_units_p7; Type: TABLE; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE TABLE stockpool.pool_units_p7 (
+    shop_id bigint NOT NULL,
+    item_id bigint NOT NULL,
+    location_id bigint NOT NULL,
+    bucket integer NOT NULL,
+    unit_id bigint NOT NULL,
+    CONSTRAINT pool_units_bucket_nonnegative CHECK ((bucket >= 0))
+)
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', autovacuum_vacuum_cost_delay='0');
+
+ALTER TABLE stockpool.pool_units_p7 OWNER TO stockpool_owner;
+
+--
+-- Name: pool_units_unit_id_seq; Type: SEQUENCE; Schema: stockpool; Owner: stockpool_owner
+--
+
+ALTER TABLE stockpool.pool_units ALTER COLUMN unit_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME stockpool.pool_units_unit_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: stock_levels; Type: VIEW; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE VIEW stockpool.stock_levels WITH (security_barrier='true') AS
+ SELECT s.shop_id,
+    s.item_id,
+    s.location_id,
+    s.on_hand,
+    (COALESCE(p.pooled, (0)::bigint))::integer AS pooled,
+    (COALESCE(h.held, (0)::bigint))::integer AS held,
+    (((s.on_hand - COALESCE(p.pooled, (0)::bigint)) - COALESCE(h.held, (0)::bigint)))::integer AS free
+   FROM ((stockpool.stock s
+     LEFT JOIN ( SELECT u.shop_id,
+            u.item_id,
+            u.location_id,
+            count(*) AS pooled
+           FROM stockpool.pool_units u
+          GROUP BY u.shop_id, u.item_id, u.location_id) p ON (((p.shop_id = s.shop_id) AND (p.item_id = s.item_id) AND (p.location_id = s.location_id))))
+     LEFT JOIN ( SELECT hd.shop_id,
+            hd.item_id,
+            hd.location_id,
+            sum(hd.quantity) AS held
+           FROM stockpool.holds hd
+          WHERE (hd.status = 'held'::text)
+          GROUP BY hd.shop_id, hd.item_id, hd.location_id) h ON (((h.shop_id = s.shop_id) AND (h.item_id = s.item_id) AND (h.location_id = s.location_id))));
+
+ALTER TABLE stockpool.stock_levels OWNER TO stockpool_owner;
+
+--
+-- Name: VIEW stock_levels; Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON VIEW stockpool.stock_levels IS 'Per stock key: on_hand, pooled (units in the pool), held (units in live holds), free (on_hand - pooled - held).';
+
+--
+-- Name: pool_units_p0; Type: TABLE ATTACH; Schema: stockpool; Owner: stockpool_owner
+--
+
+ALTER TABLE ONLY stockpool.pool_units ATTACH PARTITION stockpool.pool_units_p0 FOR VALUES WITH (modulus 8, remainder 0);
+
+--
+-- Name: pool_units_p1; Type: TABLE ATTACH; Schema: stockpool; Owner: stockpool_owner
+--
+
+ALTER TABLE ONLY stockpool.pool_units ATTACH PARTITION stockpool.pool_units_p1 FOR VALUES WITH (modulus 8, remainder 1);
+
+--
+-- Name: pool_units_p2; Type: TABLE ATTACH; Schema: stockpool; Owner: stockpool_owner
+--
+
+ALTER TABLE ONLY stockpool.pool_units ATTACH PARTITION stockpool.pool_units_p2 FOR VALUES WITH (modulus 8, remainder 2);
+
+--
+-- Name: pool_units_p3; Type: TABLE ATTACH; Schema: stockpool; Owner: stockpool_owner
+--
+
+ALTER TABLE ONLY stockpool.pool_units ATTACH PARTITION stockpool.pool_units_p3 FOR VALUES WITH (modulus 8, remainder 3);
+
+--
+-- Name: pool_units_p4; Type: TABLE ATTACH; Schema: stockpool; Owner: stockpool_owner
+--
+
+ALTER TABLE ONLY stockpool.pool_units ATTACH PARTITION stockpool.pool_units_p4 FOR VALUES WITH (modulus 8, remainder 4);
+
+--
+-- Name: pool_units_p5; Type: TABLE ATTACH; Schema: stockpool; Owner: stockpool_owner
+--
+
+ALTER TABLE ONLY stockpool.pool_units ATTACH PARTITION stockpool.pool_units_p5 FOR VALUES WITH (modulus 8, remainder 5);
+
+--
+-- Name: pool_units_p6; Type: TABLE ATTACH; Schema: stockpool; Owner: stockpool_owner
+--
+
+ALTER TABLE ONLY stockpool.pool_units ATTACH PARTITION stockpool.pool_units_p6 FOR VALUES WITH (modulus 8, remainder 6);
+
+--
+-- Name: pool_units_p7; Type: TABLE ATTACH; Schema: stockpool; Owner: stockpool_owner
+--
+
+ALTER TABLE ONLY stockpool.pool_units ATTACH PARTITION stockpool.pool_units_p7 FOR VALUES WITH (modulus 8, remainder 7);
+
+--
+-- Name: holds holds_pkey; Type: CONSTRAINT; Schema: stockpool; Owner: stockpool_owner
+--
+
+ALTER TABLE ONLY stockpool.holds
+    ADD CONSTRAINT holds_pkey PRIMARY KEY (shop_id, checkout_id, item_id, location_id);
+
+--
+-- Name: migrations migrations_pkey; Type: CONSTRAINT; Schema: stockpool; Owner: stockpool_owner
+--
+
+ALTER TABLE ONLY stockpool.migrations
+    ADD CONSTRAINT migrations_pkey PRIMARY KEY (version);
+
+--
+-- Name: movements movements_pkey; Type: CONSTRAINT; Schema: stockpool; Owner: stockpool_owner
+--
+
+ALTER TABLE ONLY stockpool.movements
+    ADD CONSTRAINT movements_pkey PRIMARY KEY (shop_id, movement_id);
+
+--
+-- Name: stock stock_pkey; Type: CONSTRAINT; Schema: stockpool; Owner: stockpool_owner
+--
+
+ALTER TABLE ONLY stockpool.stock
+    ADD CONSTRAINT stock_pkey PRIMARY KEY (shop_id, item_id, location_id);
+
+--
+-- Name: holds_expiry_idx; Type: INDEX; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE INDEX holds_expiry_idx ON stockpool.holds USING btree (expires_at) WHERE (status = 'held'::text);
+
+--
+-- Name: holds_live_key_idx; Type: INDEX; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE INDEX holds_live_key_idx ON stockpool.holds USING btree (shop_id, item_id, location_id, expires_at) WHERE (status = 'held'::text);
+
+--
+-- Name: movements_key_idx; Type: INDEX; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE INDEX movements_key_idx ON stockpool.movements USING btree (shop_id, item_id, location_id);
+
+--
+-- Name: pool_units_claim_idx; Type: INDEX; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE INDEX pool_units_claim_idx ON ONLY stockpool.pool_units USING btree (shop_id, item_id, location_id, bucket, unit_id);
+
+--
+-- Name: pool_units_p0_shop_id_item_id_location_id_bucket_unit_id_idx; Type: INDEX; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE INDEX pool_units_p0_shop_id_item_id_location_id_bucket_unit_id_idx ON stockpool.pool_units_p0 USING btree (shop_id, item_id, location_id, bucket, unit_id);
+
+--
+-- Name: pool_units_p1_shop_id_item_id_location_id_bucket_unit_id_idx; Type: INDEX; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE INDEX pool_units_p1_shop_id_item_id_location_id_bucket_unit_id_idx ON stockpool.pool_units_p1 USING btree (shop_id, item_id, location_id, bucket, unit_id);
+
+--
+-- Name: pool_units_p2_shop_id_item_id_location_id_bucket_unit_id_idx; Type: INDEX; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE INDEX pool_units_p2_shop_id_item_id_location_id_bucket_unit_id_idx ON stockpool.pool_units_p2 USING btree (shop_id, item_id, location_id, bucket, unit_id);
+
+--
+-- Name: pool_units_p3_shop_id_item_id_location_id_bucket_unit_id_idx; Type: INDEX; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE INDEX pool_units_p3_shop_id_item_id_location_id_bucket_unit_id_idx ON stockpool.pool_units_p3 USING btree (shop_id, item_id, location_id, bucket, unit_id);
+
+--
+-- Name: pool_units_p4_shop_id_item_id_location_id_bucket_unit_id_idx; Type: INDEX; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE INDEX pool_units_p4_shop_id_item_id_location_id_bucket_unit_id_idx ON stockpool.pool_units_p4 USING btree (shop_id, item_id, location_id, bucket, unit_id);
+
+--
+-- Name: pool_units_p5_shop_id_item_id_location_id_bucket_unit_id_idx; Type: INDEX; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE INDEX pool_units_p5_shop_id_item_id_location_id_bucket_unit_id_idx ON stockpool.pool_units_p5 USING btree (shop_id, item_id, location_id, bucket, unit_id);
+
+--
+-- Name: pool_units_p6_shop_id_item_id_location_id_bucket_unit_id_idx; Type: INDEX; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE INDEX pool_units_p6_shop_id_item_id_location_id_bucket_unit_id_idx ON stockpool.pool_units_p6 USING btree (shop_id, item_id, location_id, bucket, unit_id);
+
+--
+-- Name: pool_units_p7_shop_id_item_id_location_id_bucket_unit_id_idx; Type: INDEX; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE INDEX pool_units_p7_shop_id_item_id_location_id_bucket_unit_id_idx ON stockpool.pool_units_p7 USING btree (shop_id, item_id, location_id, bucket, unit_id);
+
+--
+-- Name: pool_units_p0_shop_id_item_id_location_id_bucket_unit_id_idx; Type: INDEX ATTACH; Schema: stockpool; Owner: stockpool_owner
+--
+
+ALTER INDEX stockpool.pool_units_claim_idx ATTACH PARTITION stockpool.pool_units_p0_shop_id_item_id_location_id_bucket_unit_id_idx;
+
+--
+-- Name: pool_units_p1_shop_id_item_id_location_id_bucket_unit_id_idx; Type: INDEX ATTACH; Schema: stockpool; Owner: stockpool_owner
+--
+
+ALTER INDEX stockpool.pool_units_claim_idx ATTACH PARTITION stockpool.pool_units_p1_shop_id_item_id_location_id_bucket_unit_id_idx;
+
+--
+-- Name: pool_units_p2_shop_id_item_id_location_id_bucket_unit_id_idx; Type: INDEX ATTACH; Schema: stockpool; Owner: stockpool_owner
+--
+
+ALTER INDEX stockpool.pool_units_claim_idx ATTACH PARTITION stockpool.pool_units_p2_shop_id_item_id_location_id_bucket_unit_id_idx;
+
+--
+-- Name: pool_units_p3_shop_id_item_id_location_id_bucket_unit_id_idx; Type: INDEX ATTACH; Schema: stockpool; Owner: stockpool_owner
+--
+
+ALTER INDEX stockpool.pool_units_claim_idx ATTACH PARTITION stockpool.pool_units_p3_shop_id_item_id_location_id_bucket_unit_id_idx;
+
+--
+-- Name: pool_units_p4_shop_id_item_id_location_id_bucket_unit_id_idx; Type: INDEX ATTACH; Schema: stockpool; Owner: stockpool_owner
+--
+
+ALTER INDEX stockpool.pool_units_claim_idx ATTACH PARTITION stockpool.pool_units_p4_shop_id_item_id_location_id_bucket_unit_id_idx;
+
+--
+-- Name: pool_units_p5_shop_id_item_id_location_id_bucket_unit_id_idx; Type: INDEX ATTACH; Schema: stockpool; Owner: stockpool_owner
+--
+
+ALTER INDEX stockpool.pool_units_claim_idx ATTACH PARTITION stockpool.pool_units_p5_shop_id_item_id_location_id_bucket_unit_id_idx;
+
+--
+-- Name: pool_units_p6_shop_id_item_id_location_id_bucket_unit_id_idx; Type: INDEX ATTACH; Schema: stockpool; Owner: stockpool_owner
+--
+
+ALTER INDEX stockpool.pool_units_claim_idx ATTACH PARTITION stockpool.pool_units_p6_shop_id_item_id_location_id_bucket_unit_id_idx;
+
+--
+-- Name: pool_units_p7_shop_id_item_id_location_id_bucket_unit_id_idx; Type: INDEX ATTACH; Schema: stockpool; Owner: stockpool_owner
+--
+
+ALTER INDEX stockpool.pool_units_claim_idx ATTACH PARTITION stockpool.pool_units_p7_shop_id_item_id_location_id_bucket_unit_id_idx;
+
+--
+-- Name: movements movements_immutable; Type: TRIGGER; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE TRIGGER movements_immutable BEFORE DELETE OR UPDATE ON stockpool.movements FOR EACH ROW EXECUTE FUNCTION stockpool._movements_immutable();
+
+--
+-- Name: movements movements_no_truncate; Type: TRIGGER; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE TRIGGER movements_no_truncate BEFORE TRUNCATE ON stockpool.movements FOR EACH STATEMENT EXECUTE FUNCTION stockpool._movements_immutable();
+
+--
+-- Name: movements movements_stock_fkey; Type: FK CONSTRAINT; Schema: stockpool; Owner: stockpool_owner
+--
+
+ALTER TABLE ONLY stockpool.movements
+    ADD CONSTRAINT movements_stock_fkey FOREIGN KEY (shop_id, item_id, location_id) REFERENCES stockpool.stock(shop_id, item_id, location_id);
+
+--
+-- Name: SCHEMA stockpool; Type: ACL; Schema: -; Owner: stockpool_owner
+--
+
+GRANT USAGE ON SCHEMA stockpool TO stockpool_app;
+GRANT USAGE ON SCHEMA stockpool TO stockpool_monitor;
+
+--
+-- Name: FUNCTION _add_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._add_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _apply_on_hand(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_value bigint, p_relative boolean); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._apply_on_hand(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_value bigint, p_relative boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _existing_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._existing_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _expire_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_buckets integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._expire_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_buckets integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _key_lock_id(p_shop_id bigint, p_item_id bigint, p_location_id bigint); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._key_lock_id(p_shop_id bigint, p_item_id bigint, p_location_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _lock_checkout(p_shop_id bigint, p_checkout_id uuid); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._lock_checkout(p_shop_id bigint, p_checkout_id uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _movements_immutable(); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._movements_immutable() FROM PUBLIC;
+
+--
+-- Name: FUNCTION _null_args(p_names text[], p_is_null boolean[]); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._null_args(p_names text[], p_is_null boolean[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _refill(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_min_extra integer, p_wait boolean, p_low_water_only boolean, p_cap integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._refill(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_min_extra integer, p_wait boolean, p_low_water_only boolean, p_cap integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _stock_row(p_shop_id bigint, p_item_id bigint, p_location_id bigint); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._stock_row(p_shop_id bigint, p_item_id bigint, p_location_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _take(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._take(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _take_lines(p_shop_id bigint, p_item_ids bigint[], p_location_ids bigint[], p_quantities integer[], p_buckets integer[]); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._take_lines(p_shop_id bigint, p_item_ids bigint[], p_location_ids bigint[], p_quantities integer[], p_buckets integer[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _take_waiting(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._take_waiting(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION adjust_stock(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_delta integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool.adjust_stock(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_delta integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION stockpool.adjust_stock(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_delta integer) TO stockpool_app;
+
+--
+-- Name: FUNCTION check_invariants(); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool.check_invariants() FROM PUBLIC;
+GRANT ALL ON FUNCTION stockpool.check_invariants() TO stockpool_app;
+GRANT ALL ON FUNCTION stockpool.check_invariants() TO stockpool_monitor;
+
+--
+-- Name: FUNCTION claim(p_shop_id bigint, p_checkout_id uuid); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool.claim(p_shop_id bigint, p_checkout_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION stockpool.claim(p_shop_id bigint, p_checkout_id uuid) TO stockpool_app;
+
+--
+-- Name: FUNCTION configure_pool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_pool_cap integer, p_low_water integer, p_buckets integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool.configure_pool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_pool_cap integer, p_low_water integer, p_buckets integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION stockpool.configure_pool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_pool_cap integer, p_low_water integer, p_buckets integer) TO stockpool_app;
+
+--
+-- Name: FUNCTION release(p_shop_id bigint, p_checkout_id uuid); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool.release(p_shop_id bigint, p_checkout_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION stockpool.release(p_shop_id bigint, p_checkout_id uuid) TO stockpool_app;
+
+--
+-- Name: FUNCTION replenish_pool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_cap integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool.replenish_pool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_cap integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION stockpool.replenish_pool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_cap integer) TO stockpool_app;
+
+--
+-- Name: FUNCTION reserve_cart(p_shop_id bigint, p_checkout_id uuid, p_item_ids bigint[], p_location_ids bigint[], p_quantities integer[], p_ttl interval); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool.reserve_cart(p_shop_id bigint, p_checkout_id uuid, p_item_ids bigint[], p_location_ids bigint[], p_quantities integer[], p_ttl interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION stockpool.reserve_cart(p_shop_id bigint, p_checkout_id uuid, p_item_ids bigint[], p_location_ids bigint[], p_quantities integer[], p_ttl interval) TO stockpool_app;
+
+--
+-- Name: FUNCTION reserve_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_checkout_id uuid, p_ttl interval); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool.reserve_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_checkout_id uuid, p_ttl interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION stockpool.reserve_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_checkout_id uuid, p_ttl interval) TO stockpool_app;
+
+--
+-- Name: FUNCTION set_stock(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_on_hand integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool.set_stock(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_on_hand integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION stockpool.set_stock(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_on_hand integer) TO stockpool_app;
+
+--
+-- Name: FUNCTION sweep(p_batch integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool.sweep(p_batch integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION stockpool.sweep(p_batch integer) TO stockpool_app;
+
+--
+-- Name: FUNCTION take_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool.take_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION stockpool.take_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer) TO stockpool_app;
+
+--
+-- Name: TABLE stock_levels; Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+GRANT SELECT ON TABLE stockpool.stock_levels TO stockpool_monitor;
+
+--
+-- PostgreSQL database dump complete
+--

@@ -1,0 +1,98 @@
+"""Shared fixtures: one throwaway cluster per session, a fresh database per test.
+
+pytest-postgresql does the database work: ``stockpool_template`` is a template
+database with stockpool deployed once, and every test that asks for ``dsn`` or
+``conn`` gets its own database cloned from it (CREATE DATABASE ... TEMPLATE),
+dropped afterwards. The server itself comes from stockpool.cluster, because it
+must run as the postgres OS user when the tests run as root.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+import pytest
+from pytest_postgresql import factories
+
+from stockpool import cluster as clusters
+from stockpool.deploy import deploy
+
+
+@dataclass
+class Server:
+    """What pytest-postgresql's ``depends_on`` reads from a base fixture."""
+
+    host: str
+    port: int
+    user: str
+    password: str | None
+    options: str
+    maintenance_dbname: str
+    template_dbname: str | None
+    cluster: clusters.Cluster
+
+    def dsn(self, dbname: str) -> str:
+        return f"postgresql://{self.user}@{self.host}:{self.port}/{dbname}"
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Server]:
+    settings = clusters.settings_for_clients(200)
+    settings["fsync"] = "off"  # throwaway test data: commit cost is not under test here
+    with clusters.throwaway(settings) as cl:
+        yield Server("127.0.0.1", cl.port, clusters.SERVER_USER, None, "", "postgres", None, cl)
+
+
+def _deploy_loader(host: str, port: int, user: str, dbname: str, **_: Any) -> None:
+    deploy(f"postgresql://{user}@{host}:{port}/{dbname}")
+
+
+stockpool_template = factories.postgresql_noproc(
+    dbname="stockpool", load=[_deploy_loader], depends_on="pg_server"
+)
+stockpool_db = factories.postgresql("stockpool_template")
+
+
+@pytest.fixture
+def dsn(stockpool_db: psycopg.Connection, pg_server: Server) -> str:
+    """DSN of this test's own freshly deployed database."""
+    dbname = stockpool_db.info.dbname
+    return pg_server.dsn(dbname)
+
+
+@pytest.fixture
+def conn(dsn: str) -> Iterator[psycopg.Connection]:
+    """An autocommit connection to this test's database."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        yield c
+
+
+@pytest.fixture
+def connect(dsn: str) -> Iterator[Callable[..., psycopg.Connection]]:
+    """Open extra connections to this test's database; all closed afterwards."""
+    opened: list[psycopg.Connection] = []
+
+    def _open(autocommit: bool = False) -> psycopg.Connection:
+        c = psycopg.connect(dsn, autocommit=autocommit)
+        opened.append(c)
+        return c
+
+    yield _open
+    for c in opened:
+        c.close()
+
+
+@pytest.fixture
+def empty_db(pg_server: Server) -> Iterator[str]:
+    """DSN of an empty database (nothing deployed), dropped afterwards."""
+    name = "stockpool_empty"
+    admin = pg_server.dsn("postgres")
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        c.execute(f"CREATE DATABASE {name}")
+    yield pg_server.dsn(name)
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
