@@ -46,7 +46,7 @@ lint: $(VENV)/.stamp ## ruff, mypy and sqlfluff
 	$(BIN)/ruff check src tests/python
 	$(BIN)/ruff format --check src tests/python
 	$(BIN)/mypy
-	$(BIN)/sqlfluff lint sql/migrations sql/views
+	$(BIN)/sqlfluff lint sql/migrations sql/views sql/functions
 
 test-pgtap: bootstrap ## pgTAP suites (pg_prove) on a throwaway cluster
 	$(STOCKPOOL) exec -- bash -c 'psql -qX -v ON_ERROR_STOP=1 -c "CREATE EXTENSION IF NOT EXISTS pgtap" && pg_prove --ext .sql -r tests/pgtap'

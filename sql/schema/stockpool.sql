@@ -1640,27 +1640,32 @@ ALTER TABLE stockpool.pool_units ALTER COLUMN unit_id ADD GENERATED ALWAYS AS ID
 --
 
 CREATE VIEW stockpool.stock_levels WITH (security_barrier='true') AS
+ WITH pooled AS (
+         SELECT u.shop_id,
+            u.item_id,
+            u.location_id,
+            count(*) AS units
+           FROM stockpool.pool_units u
+          GROUP BY u.shop_id, u.item_id, u.location_id
+        ), held AS (
+         SELECT hd.shop_id,
+            hd.item_id,
+            hd.location_id,
+            sum(hd.quantity) AS units
+           FROM stockpool.holds hd
+          WHERE (hd.status = 'held'::text)
+          GROUP BY hd.shop_id, hd.item_id, hd.location_id
+        )
  SELECT s.shop_id,
     s.item_id,
     s.location_id,
     s.on_hand,
-    (COALESCE(p.pooled, (0)::bigint))::integer AS pooled,
-    (COALESCE(h.held, (0)::bigint))::integer AS held,
-    (((s.on_hand - COALESCE(p.pooled, (0)::bigint)) - COALESCE(h.held, (0)::bigint)))::integer AS free
+    (COALESCE(p.units, (0)::bigint))::integer AS pooled,
+    (COALESCE(h.units, (0)::bigint))::integer AS held,
+    (((s.on_hand - COALESCE(p.units, (0)::bigint)) - COALESCE(h.units, (0)::bigint)))::integer AS free
    FROM ((stockpool.stock s
-     LEFT JOIN ( SELECT u.shop_id,
-            u.item_id,
-            u.location_id,
-            count(*) AS pooled
-           FROM stockpool.pool_units u
-          GROUP BY u.shop_id, u.item_id, u.location_id) p ON (((p.shop_id = s.shop_id) AND (p.item_id = s.item_id) AND (p.location_id = s.location_id))))
-     LEFT JOIN ( SELECT hd.shop_id,
-            hd.item_id,
-            hd.location_id,
-            sum(hd.quantity) AS held
-           FROM stockpool.holds hd
-          WHERE (hd.status = 'held'::text)
-          GROUP BY hd.shop_id, hd.item_id, hd.location_id) h ON (((h.shop_id = s.shop_id) AND (h.item_id = s.item_id) AND (h.location_id = s.location_id))));
+     LEFT JOIN pooled p ON (((s.shop_id = p.shop_id) AND (s.item_id = p.item_id) AND (s.location_id = p.location_id))))
+     LEFT JOIN held h ON (((s.shop_id = h.shop_id) AND (s.item_id = h.item_id) AND (s.location_id = h.location_id))));
 
 ALTER TABLE stockpool.stock_levels OWNER TO stockpool_owner;
 

@@ -5,32 +5,36 @@
 CREATE OR REPLACE VIEW stockpool.stock_levels
 WITH (security_barrier)
 AS
+WITH pooled AS (
+    SELECT u.shop_id, u.item_id, u.location_id, pg_catalog.count(*) AS units
+    FROM stockpool.pool_units AS u
+    GROUP BY u.shop_id, u.item_id, u.location_id
+),
+
+held AS (
+    SELECT hd.shop_id, hd.item_id, hd.location_id, pg_catalog.sum(hd.quantity) AS units
+    FROM stockpool.holds AS hd
+    WHERE hd.status = 'held'
+    GROUP BY hd.shop_id, hd.item_id, hd.location_id
+)
+
 SELECT
     s.shop_id,
     s.item_id,
     s.location_id,
     s.on_hand,
-    coalesce(p.pooled, 0)::integer AS pooled,
-    coalesce(h.held, 0)::integer AS held,
-    (s.on_hand - coalesce(p.pooled, 0) - coalesce(h.held, 0))::integer AS free
+    coalesce(p.units, 0)::integer AS pooled,
+    coalesce(h.units, 0)::integer AS held,
+    (s.on_hand - coalesce(p.units, 0) - coalesce(h.units, 0))::integer AS free
 FROM stockpool.stock AS s
-LEFT JOIN (
-    SELECT u.shop_id, u.item_id, u.location_id, pg_catalog.count(*) AS pooled
-    FROM stockpool.pool_units AS u
-    GROUP BY u.shop_id, u.item_id, u.location_id
-) AS p
-    ON p.shop_id = s.shop_id
-    AND p.item_id = s.item_id
-    AND p.location_id = s.location_id
-LEFT JOIN (
-    SELECT hd.shop_id, hd.item_id, hd.location_id, pg_catalog.sum(hd.quantity) AS held
-    FROM stockpool.holds AS hd
-    WHERE hd.status = 'held'
-    GROUP BY hd.shop_id, hd.item_id, hd.location_id
-) AS h
-    ON h.shop_id = s.shop_id
-    AND h.item_id = s.item_id
-    AND h.location_id = s.location_id;
+LEFT JOIN pooled AS p
+    ON s.shop_id = p.shop_id
+    AND s.item_id = p.item_id
+    AND s.location_id = p.location_id
+LEFT JOIN held AS h
+    ON s.shop_id = h.shop_id
+    AND s.item_id = h.item_id
+    AND s.location_id = h.location_id;
 
 COMMENT ON VIEW stockpool.stock_levels IS
 'Per stock key: on_hand, pooled (units in the pool), held (units in live holds), free (on_hand - pooled - held).';
