@@ -8,8 +8,8 @@ import uuid
 
 import psycopg
 import pytest
-from faultproxy import fault_proxy
 
+from faultproxy import fault_proxy
 from stockpool.client import Client, RetryPolicy, is_retryable
 
 SHOP, ITEM, LOC = 1, 10, 1
