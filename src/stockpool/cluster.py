@@ -104,8 +104,15 @@ class Cluster:
         return argv
 
     def _run(self, tool: str, *args: str, timeout: float = 120) -> None:
+        # A session of its own: a Ctrl-C at the terminal reaches only us, and
+        # we stop the server in order instead of racing its own shutdown.
         proc = subprocess.run(
-            self._cmd(tool, *args), capture_output=True, text=True, timeout=timeout, check=False
+            self._cmd(tool, *args),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            start_new_session=True,
         )
         if proc.returncode != 0:
             log = self.logfile.read_text(errors="replace")[-2000:] if self.logfile.exists() else ""

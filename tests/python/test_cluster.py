@@ -1,0 +1,86 @@
+"""The embedded throwaway cluster: it starts, and it is removed afterwards
+whatever happens (normal exit, an exception, Ctrl-C, SIGTERM)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from stockpool import cluster as clusters
+
+
+@pytest.fixture
+def scratch(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A TMPDIR the postgres OS user can traverse, empty at the start."""
+    root = Path(tempfile.mkdtemp(prefix="stockpool-test-"))
+    root.chmod(0o755)
+    monkeypatch.setenv("TMPDIR", str(root))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    yield root
+    for child in root.iterdir():
+        subprocess.run(["rm", "-rf", str(child)], check=False)
+    root.rmdir()
+
+
+def _postmasters(datadir_prefix: Path) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if "postgres" in line and str(datadir_prefix) in line]
+
+
+def test_throwaway_runs_and_is_removed(scratch: Path) -> None:
+    with clusters.throwaway({"max_connections": "20"}) as cl:
+        assert cl.root.parent == scratch
+        with psycopg.connect(cl.dsn) as conn:
+            assert conn.execute("SHOW max_connections").fetchone() == ("20",)
+    assert list(scratch.iterdir()) == []
+    assert _postmasters(scratch) == []
+
+
+def test_throwaway_is_removed_after_an_exception(scratch: Path) -> None:
+    with pytest.raises(RuntimeError), clusters.throwaway():
+        raise RuntimeError("boom")
+    assert list(scratch.iterdir()) == []
+    assert _postmasters(scratch) == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_cli_cleans_up_on_signal(scratch: Path, signum: int) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stockpool.cli", "exec", "--", "sleep", "60"],
+        env={**os.environ, "TMPDIR": str(scratch)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while not _postmasters(scratch) or not any(scratch.iterdir()):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "cluster never came up"
+        time.sleep(0.2)
+    time.sleep(1.0)  # let it deploy and reach the command
+    proc.send_signal(signum)
+    proc.wait(timeout=60)
+    assert proc.returncode != 0
+    assert list(scratch.iterdir()) == []
+    assert _postmasters(scratch) == []
+
+
+def test_missing_binaries_is_one_clear_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(clusters, "Path", _NoDebianPath)
+    with pytest.raises(clusters.StockpoolError) as err:
+        clusters.find_bindir()
+    assert "initdb" in err.value.message and err.value.hint
+
+
+class _NoDebianPath(type(Path())):  # type: ignore[misc]
+    def glob(self, pattern: str) -> Iterator[Path]:
+        return iter(())
