@@ -1,0 +1,319 @@
+"""The race harness: stockpool PASSes under load, the naive shape FAILs, each
+checker catches a broken database, bad flags get one line.
+
+The pgbench runs go against this test's own database (the ``dsn`` fixture);
+the parsers are tested on synthetic input, exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+from typer.testing import CliRunner
+
+from stockpool import pgbench, race, verify
+from stockpool.cli import app
+from stockpool.sampler import WaitProfile
+from stockpool.serverstats import ServerLog
+
+pytestmark = pytest.mark.timeout(180)
+
+runner = CliRunner()
+
+
+def _check(checks: list[verify.Check], name: str) -> verify.Check:
+    found = [c for c in checks if c.name == name]
+    assert found, f"no check named {name!r} in {[c.name for c in checks]}"
+    return found[0]
+
+
+# --- scenarios against a real server ---------------------------------------------
+
+
+@pytest.mark.slow
+def test_sellout_holds_exactly_the_units(dsn: str) -> None:
+    result = race.sellout(dsn, clients=64, per_client=20, units=50)
+    assert result.passed, [c for c in result.checks if not c.passed]
+    assert result.held == 50
+    report = result.report
+    assert report is not None
+    assert report.transactions == 64 * 20
+    assert report.counts["rolled_back"] > 0, "20% of transactions should have rolled back"
+    assert report.counts["refused"] > 0, "demand was well above supply"
+    lat = report.latency_ms
+    assert lat["p50"] is not None and lat["max"] is not None
+    assert 0 < lat["p50"] <= (lat["p95"] or 0) <= (lat["p99"] or 0) <= lat["max"]
+    assert report.wal_bytes > 0
+    assert report.waits["samples"] > 0
+    assert _check(result.checks, "zero deadlocks").passed
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT pg_catalog.count(*) FROM stockpool.check_invariants()").fetchone() == (0,)
+
+
+@pytest.mark.slow
+def test_soak_passes_with_checks_during_the_run(dsn: str) -> None:
+    report = race.soak(dsn, clients=24, duration=12, shops=2, items=100, check_every=3)
+    assert report.passed, [c for c in report.checks if not c.passed]
+    counts = report.counts
+    assert counts["claimed"] > 0 and counts["released"] > 0 and counts["abandoned"] > 0
+    assert counts["expired_by_sweeper"] > 0, "abandoned holds must expire through the sweeper"
+    assert counts["check_rounds"] >= 3, "invariants are checked during the run, not only at the end"
+    assert report.reservations > 0 and report.reservations_per_s > 0
+    assert set(report.errors) == set()
+    assert report.pool["partitions"], "pool partition health is reported"
+
+
+@pytest.mark.slow
+def test_hot_sweep_reports_one_run_per_client_count(dsn: str) -> None:
+    reports = race.hot(dsn, clients=(1, 8), duration=2)
+    assert [r.clients for r in reports] == [1, 8]
+    for report in reports:
+        assert report.passed, [c for c in report.checks if not c.passed]
+        assert report.counts["held"] == report.transactions > 0
+
+
+@pytest.mark.slow
+def test_naive_shape_drifts_and_fails(dsn: str) -> None:
+    result = race.sellout(dsn, clients=32, per_client=10, units=20, shape="naive")
+    assert not result.passed
+    assert not _check(result.checks, "no oversell").passed, "lost updates must sell more than there is"
+    assert not _check(result.checks, "counter = units - sales").passed
+    assert result.held > 20
+
+
+@pytest.mark.slow
+def test_cli_naive_shape_exits_non_zero(dsn: str, tmp_path: Path) -> None:
+    args = ["--shape", "naive", "--clients", "16", "--per-client", "10", "--units", "10"]
+    out = runner.invoke(app, ["race", "--dsn", dsn, *args, "--results", str(tmp_path)])
+    assert out.exit_code == 1, out.output
+    assert "FAIL" in out.output
+    (report,) = tmp_path.glob("race-*.json")
+    document = json.loads(report.read_text())
+    assert document["passed"] is False
+    assert document["runs"][0]["shape"] == "naive"
+
+
+@pytest.mark.slow
+def test_cli_sellout_passes_and_writes_json(dsn: str, tmp_path: Path) -> None:
+    args = ["--scenario", "sellout", "--clients", "16", "--per-client", "5", "--units", "10"]
+    out = runner.invoke(app, ["race", "--dsn", dsn, *args, "--results", str(tmp_path)])
+    assert out.exit_code == 0, out.output
+    (report,) = tmp_path.glob("race-*.json")
+    run = json.loads(report.read_text())["runs"][0]
+    assert run["passed"] is True
+    for key in (
+        "reservations_per_s",
+        "latency_ms",
+        "errors_by_sqlstate",
+        "retries",
+        "wait_events",
+        "pool",
+        "autovacuum_runs",
+        "wal_bytes_per_reservation",
+        "checks",
+    ):
+        assert key in run
+    assert set(run["latency_ms"]) == {"p50", "p95", "p99", "max"}
+
+
+# --- bad flags: one line, no traceback ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--clients", "-1"], "--clients must be at least 1"),
+        (["--units", "-5"], "--units must be at least 0"),
+        (["--scenario", "soak", "--duration", "0"], "--duration must be at least 1"),
+        (["--scenario", "nope"], "unknown scenario nope"),
+        (["--shape", "naive", "--scenario", "soak"], "--shape naive runs the sellout and hot"),
+        (["--scenario", "hot", "--hot-clients", "8,-2"], "--hot-clients must be at least 1"),
+        (["--dsn", "postgresql://nobody@127.0.0.1:1/none"], "cannot connect"),
+    ],
+)
+def test_bad_flags_get_one_clear_line(args: list[str], message: str, tmp_path: Path) -> None:
+    out = runner.invoke(app, ["race", *args, "--results", str(tmp_path)])
+    assert out.exit_code == 2, out.output
+    assert "error:" in out.output and message in " ".join(out.output.split())
+    assert "Traceback" not in out.output
+    assert not list(tmp_path.iterdir()), "nothing ran, so no report"
+
+
+def test_more_clients_than_the_server_allows(dsn: str) -> None:
+    out = runner.invoke(app, ["race", "--dsn", dsn, "--scenario", "sellout", "--clients", "5000"])
+    assert out.exit_code == 2, out.output
+    assert "this run needs 5005" in " ".join(out.output.split())
+
+
+# --- every checker catches a broken database (negative controls) ----------------
+
+
+def _reserve_as_client(conn: psycopg.Connection, run_id: int, item: int, quantity: int) -> uuid.UUID:
+    """What a pgbench client does: reserve and record the outcome in one transaction."""
+    checkout = uuid.uuid4()
+    with conn.transaction():
+        (ok,) = conn.execute(
+            "SELECT stockpool.reserve_units(1, %s, 1, %s, %s)", (item, quantity, checkout)
+        ).fetchone() or (False,)
+        conn.execute(
+            "INSERT INTO stockpool_race.outcomes"
+            " (run_id, checkout_id, shop_id, item_ids, quantities, intent, reserved)"
+            " VALUES (%s, %s, 1, %s, %s, 'hold', %s)",
+            (run_id, checkout, [item], [quantity], ok),
+        )
+    return checkout
+
+
+def _all_checks(conn: psycopg.Connection, run_id: int, keys: verify.KeyRange) -> dict[str, verify.Check]:
+    with verify.snapshot(conn):
+        checks = [
+            verify.invariants(conn),
+            verify.ledger_history(conn, keys),
+            verify.client_outcomes(conn, run_id, keys),
+            verify.claims_in_ledger(conn, run_id, keys),
+        ]
+    return {c.name: c for c in checks}
+
+
+@pytest.fixture
+def small_run(dsn: str) -> tuple[str, int, verify.KeyRange, list[uuid.UUID]]:
+    """A run of a few reservations recorded the way clients record them."""
+    with race.temporary_harness(dsn) as h, psycopg.connect(dsn, autocommit=True) as conn:
+        h.install()
+        run_id = h.new_run(conn, "test", "stockpool", {})
+        item = run_id * race.ITEM_STRIDE + 1
+        conn.execute("SELECT stockpool.set_stock(1, %s, 1, 10)", (item,))
+        checkouts = [_reserve_as_client(conn, run_id, item, 2) for _ in range(3)]
+        refused = _reserve_as_client(conn, run_id, item, 50)
+        keys = verify.KeyRange((1,), item, item)
+        checks = _all_checks(conn, run_id, keys)
+        assert all(c.passed for c in checks.values()), checks
+        assert "3 held" in checks["client-seen holds = stockpool.holds"].detail
+        return dsn, run_id, keys, [*checkouts, refused]
+
+
+def test_a_lost_committed_hold_is_caught(
+    small_run: tuple[str, int, verify.KeyRange, list[uuid.UUID]],
+) -> None:
+    dsn, run_id, keys, checkouts = small_run
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DELETE FROM stockpool.holds WHERE checkout_id = %s", (checkouts[0],))
+        check = _all_checks(conn, run_id, keys)["client-seen holds = stockpool.holds"]
+    assert not check.passed and "committed hold missing" in check.detail
+
+
+def test_a_hold_no_client_saw_is_caught(small_run: tuple[str, int, verify.KeyRange, list[uuid.UUID]]) -> None:
+    dsn, run_id, keys, _ = small_run
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        # A reservation whose transaction the client saw roll back, yet it held.
+        conn.execute("SELECT stockpool.reserve_units(1, %s, 1, 1, %s)", (keys.item_lo, uuid.uuid4()))
+        check = _all_checks(conn, run_id, keys)["client-seen holds = stockpool.holds"]
+    assert not check.passed and "hold no client saw committed" in check.detail
+
+
+def test_a_refusal_that_left_a_hold_is_caught(
+    small_run: tuple[str, int, verify.KeyRange, list[uuid.UUID]],
+) -> None:
+    dsn, run_id, keys, checkouts = small_run
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE stockpool_race.outcomes SET reserved = false WHERE run_id = %s AND checkout_id = %s",
+            (run_id, checkouts[1]),
+        )
+        check = _all_checks(conn, run_id, keys)["client-seen holds = stockpool.holds"]
+    assert not check.passed and "refused reservation left a hold" in check.detail
+
+
+def test_a_hold_in_the_wrong_state_is_caught(
+    small_run: tuple[str, int, verify.KeyRange, list[uuid.UUID]],
+) -> None:
+    dsn, run_id, keys, checkouts = small_run
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT stockpool.release(1, %s)", (checkouts[2],))  # nobody asked for it
+        check = _all_checks(conn, run_id, keys)["client-seen holds = stockpool.holds"]
+    assert not check.passed and "released, but the client never asked" in check.detail
+
+
+def test_ledger_drift_is_caught(small_run: tuple[str, int, verify.KeyRange, list[uuid.UUID]]) -> None:
+    dsn, run_id, keys, _ = small_run
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO stockpool.movements (shop_id, item_id, location_id, delta, on_hand_after, reason)"
+            " VALUES (1, %s, 1, 5, 15, 'adjust')",
+            (keys.item_lo,),
+        )
+        checks = _all_checks(conn, run_id, keys)
+    assert not checks["ledger = movement history"].passed
+    assert "on_hand 10 <> history 15" in checks["ledger = movement history"].detail
+    assert not checks["check_invariants() empty"].passed
+
+
+def test_a_claim_movement_no_client_saw_is_caught(
+    small_run: tuple[str, int, verify.KeyRange, list[uuid.UUID]],
+) -> None:
+    dsn, run_id, keys, checkouts = small_run
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT stockpool.claim(1, %s)", (checkouts[0],))  # outcome not updated
+        checks = _all_checks(conn, run_id, keys)
+    assert not checks["client-seen claims = claim movements"].passed
+    assert "claim movement no client saw committed" in checks["client-seen claims = claim movements"].detail
+    assert "claimed, but the client never asked" in checks["client-seen holds = stockpool.holds"].detail
+
+
+# --- parsers, exactly --------------------------------------------------------------
+
+
+def test_percentiles_are_exact_nearest_rank() -> None:
+    values = list(range(1, 101))  # 1..100
+    assert pgbench.percentile(values, 50) == 50
+    assert pgbench.percentile(values, 95) == 95
+    assert pgbench.percentile(values, 99) == 99
+    assert pgbench.percentile(values, 100) == 100
+    assert pgbench.percentile([7], 99) == 7
+    assert pgbench.percentile([], 50) is None
+    assert pgbench.percentile([1, 2, 3], 50) == 2
+
+
+def test_pgbench_logs_are_read_from_every_thread_file(tmp_path: Path) -> None:
+    # client txn time script epoch us retries
+    (tmp_path / "txn.100").write_text("0 1 1500 0 1700000000 000100 0\n0 2 2500 0 1700000000 500000 2\n")
+    (tmp_path / "txn.100.1").write_text(
+        "1 1 deadlock 0 1700000001 000000 4\n1 2 serialization 0 1700000001 100000 4\n"
+        "1 3 1000 0 1700000001 200000 0\n"
+    )
+    log = pgbench.read_logs(tmp_path)
+    assert log.latencies_us == [1000, 1500, 2500]
+    assert log.failures == {"40P01": 1, "40001": 1}
+    assert (log.retries, log.retried) == (10, 3)
+    assert log.first_start_us == 1700000000 * 1_000_000 + 100 - 1500
+    assert log.last_end_us == 1700000001 * 1_000_000 + 200000
+
+
+def test_server_log_errors_by_sqlstate_for_one_run_only(tmp_path: Path) -> None:
+    path = tmp_path / "server.log"
+    path.write_text("old line app=stockpool-race/1/client sqlstate=40P01 ERROR:  deadlock detected\n")
+    log = ServerLog(path)
+    mark = log.mark()
+    stamp = "2026-01-01 00:00:00.000 UTC"
+    with path.open("a") as f:
+        f.write(
+            f"{stamp} [1] app=stockpool-race/2/client sqlstate=40P01 ERROR:  deadlock detected\n"
+            f"{stamp} [1] app=stockpool-race/2/client sqlstate=40P01 STATEMENT:  SELECT 1\n"
+            f"{stamp} [2] app=stockpool-race/2/sweeper sqlstate=SP004 ERROR:  expired\n"
+            f"{stamp} [3] app=stockpool-race/20/client sqlstate=22012 ERROR:  other run\n"
+            f"{stamp} [4] app=psql sqlstate=42703 ERROR:  not ours\n"
+        )
+    counts, messages = log.errors_since(mark, "stockpool-race/2/")
+    assert counts == {"40P01": 1, "SP004": 1}
+    assert messages["40P01"] == "deadlock detected"
+
+
+def test_wait_profile_averages_per_sample() -> None:
+    profile = WaitProfile(samples=4)
+    profile.counts.update({"LWLock:BufferContent": 10, "CPU": 2})
+    assert profile.top(2) == [("LWLock:BufferContent", 2.5), ("CPU", 0.5)]
+    assert WaitProfile().top() == []
