@@ -1,8 +1,12 @@
 -- _expire_key: expire a key's live holds whose TTL has passed and put their
 -- units back into the pool, so that an expired but unswept hold never causes
--- a refusal. Locks: hold rows FOR UPDATE SKIP LOCKED (a hold locked by a
--- sweeper or its owner is being dealt with already). Returns units returned.
--- Touches holds, pool_units.
+-- a refusal. Locks: hold rows FOR UPDATE in checkout_id order, waiting for a
+-- hold locked by a sweeper or by its owner: skipping it would answer "sold
+-- out" while the sweep's units are still invisible, or while a claim of the
+-- expired hold is about to fail and roll back. After the wait a hold that is
+-- no longer live is left alone. Callers must hold no pool row, refill lock or
+-- ledger row (see _take_lines): claim locks holds before ledger rows.
+-- Returns units returned. Touches holds, pool_units.
 CREATE OR REPLACE FUNCTION stockpool._expire_key(
     p_shop_id bigint,
     p_item_id bigint,
@@ -23,7 +27,8 @@ BEGIN
             AND h.location_id = p_location_id
             AND h.status = 'held'
             AND h.expires_at <= pg_catalog.now()
-        FOR UPDATE SKIP LOCKED
+        ORDER BY h.checkout_id
+        FOR UPDATE
     ),
     expired AS (
         UPDATE stockpool.holds AS h

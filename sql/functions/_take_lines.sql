@@ -4,12 +4,14 @@
 --    pool is short a waiting refill of at least the shortfall, then take again.
 -- 2. If any line is still short, the subtransaction is rolled back, which
 --    releases every pool row, refill lock and ledger row it took, and the near-
---    sellout path runs with nothing held: per key, wait for units locked by
---    in-flight transactions (unit_id order), expire the key's overdue holds,
---    refill, take. Only if that is short too is the answer false.
+--    sellout path runs with nothing held: first every key's overdue holds are
+--    expired (waiting for holds that a sweeper or their owner has locked),
+--    then per key: wait for units locked by in-flight transactions (unit_id
+--    order), refill, take. Only if that is short too is the answer false.
 -- Lock order on both paths: keys in sorted order; within a key pool rows,
--- then the refill advisory lock, then the ledger row. Nobody waits on pool rows
--- while holding a refill lock or ledger row, so no wait can close a cycle.
+-- then the refill advisory lock, then the ledger row. Hold rows are waited on
+-- only while no pool row, refill lock or ledger row is held (claim locks
+-- holds, then ledger rows), so no wait can close a cycle.
 -- Returns true with all units taken (deleted from the pool), false with no
 -- change at all. Touches pool_units, stock, holds.
 CREATE OR REPLACE FUNCTION stockpool._take_lines(
@@ -48,15 +50,15 @@ BEGIN
     END;
 
     BEGIN
+        -- Before any pool row or ledger row is locked: waiting on hold rows
+        -- while holding a ledger row could close a cycle with claim.
+        FOR v_i IN 1..v_lines LOOP
+            PERFORM stockpool._expire_key(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
+                                          p_buckets[v_i]);
+        END LOOP;
         FOR v_i IN 1..v_lines LOOP
             v_got := stockpool._take_waiting(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                              p_quantities[v_i]);
-            IF v_got < p_quantities[v_i] THEN
-                PERFORM stockpool._expire_key(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
-                                              p_buckets[v_i]);
-                v_got := v_got + stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
-                                                 p_quantities[v_i] - v_got, p_buckets[v_i]);
-            END IF;
             IF v_got < p_quantities[v_i] THEN
                 PERFORM stockpool._refill(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                           p_quantities[v_i] - v_got, true, false);

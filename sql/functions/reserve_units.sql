@@ -5,7 +5,8 @@
 -- Locks: the checkout lock, then pool rows FOR UPDATE SKIP LOCKED (never
 -- waiting on other buyers); when the pool runs short, the key's refill lock
 -- and ledger row; near sellout, a wait for units locked by in-flight
--- transactions (see _take_lines). A single unit is taken without a
+-- transactions and for expired holds being swept or ended by their owner
+-- (see _take_lines). A single unit is taken without a
 -- subtransaction. The pool is topped up in the background of a successful
 -- take when it looks thin (try-lock only: nobody queues on a low-water refill).
 -- Raises 22004 (NULL argument), 22023 (quantity <= 0, ttl <= 0),

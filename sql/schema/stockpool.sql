@@ -229,7 +229,8 @@ BEGIN
             AND h.location_id = p_location_id
             AND h.status = 'held'
             AND h.expires_at <= pg_catalog.now()
-        FOR UPDATE SKIP LOCKED
+        ORDER BY h.checkout_id
+        FOR UPDATE
     ),
     expired AS (
         UPDATE stockpool.holds AS h
@@ -603,15 +604,15 @@ BEGIN
     END;
 
     BEGIN
+        -- Before any pool row or ledger row is locked: waiting on hold rows
+        -- while holding a ledger row could close a cycle with claim.
+        FOR v_i IN 1..v_lines LOOP
+            PERFORM stockpool._expire_key(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
+                                          p_buckets[v_i]);
+        END LOOP;
         FOR v_i IN 1..v_lines LOOP
             v_got := stockpool._take_waiting(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                              p_quantities[v_i]);
-            IF v_got < p_quantities[v_i] THEN
-                PERFORM stockpool._expire_key(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
-                                              p_buckets[v_i]);
-                v_got := v_got + stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
-                                                 p_quantities[v_i] - v_got, p_buckets[v_i]);
-            END IF;
             IF v_got < p_quantities[v_i] THEN
                 PERFORM stockpool._refill(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                           p_quantities[v_i] - v_got, true, false);

@@ -96,3 +96,13 @@ def empty_db(pg_server: Server) -> Iterator[str]:
     yield pg_server.dsn(name)
     with psycopg.connect(admin, autocommit=True) as c:
         c.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def conns(dsn: str) -> Iterator[Any]:
+    """Open connections that cannot hang a run (statement_timeout; see support.py); all closed afterwards."""
+    from support import Conns
+
+    opened = Conns(dsn)
+    yield opened
+    opened.close_all()
