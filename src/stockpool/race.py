@@ -605,8 +605,9 @@ class _Sweeper(_Helper):
 
 
 class _Replenisher(_Helper):
-    """Receives stock for keys running low (adjust_stock, with a movement) and
-    tops up the hot keys' pools (replenish_pool), as a shop's back office does."""
+    """Receives stock for keys whose on hand runs low (adjust_stock, which
+    records a movement) and tops up the hot keys' pools (replenish_pool), as a
+    shop's back office does, concurrently with the clients' claims."""
 
     def __init__(self, dsn: str, run_id: int, keys: KeyRange, hot_items: int, low: int, receive: int) -> None:
         super().__init__("replenisher", dsn, _app(run_id, "replenisher"), 0.5)
@@ -618,10 +619,12 @@ class _Replenisher(_Helper):
         self.refilled = 0
 
     def tick(self, conn: psycopg.Connection[TupleRow]) -> bool:
+        # The ledger row itself (not the stock_levels view, which counts every
+        # pool unit): cheap enough to read twice a second beside the load.
         low = conn.execute(
-            "SELECT shop_id, item_id FROM stockpool.stock_levels"
+            "SELECT shop_id, item_id FROM stockpool.stock"
             " WHERE shop_id = ANY(%(shops)s) AND item_id BETWEEN %(item_lo)s AND %(item_hi)s"
-            " AND location_id = %(location)s AND pooled + free < %(low)s"
+            " AND location_id = %(location)s AND on_hand < %(low)s"
             " ORDER BY shop_id, item_id",
             {**self.keys.params, "low": self.low},
         ).fetchall()
@@ -1245,7 +1248,7 @@ def command(
             meta = {
                 "started_at": started,
                 "target": where,
-                "server_version": _server_version(url),
+                **_server_info(url),
                 "scenarios": plan.scenarios,
                 "shape": plan.shape,
             }
@@ -1267,6 +1270,15 @@ def command(
     except StockpoolError as exc:
         fail(exc)
         return
+    except psycopg.Error as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        fail(
+            StockpoolError(
+                f"database error during the race: [{exc.sqlstate or 'no SQLSTATE'}] {first}",
+                hint="the server log has the details; with --dsn check the role may create a schema",
+            )
+        )
+        return
     console = render(console, reports)
     path = write_json(results, reports, meta)
     passed = all(r.passed for r in reports)
@@ -1277,7 +1289,24 @@ def command(
     raise typer.Exit(0 if passed else 1)
 
 
-def _server_version(dsn: str) -> str:
+SETTINGS_REPORTED = (
+    "max_connections",
+    "shared_buffers",
+    "fsync",
+    "synchronous_commit",
+    "autovacuum_naptime",
+    "max_wal_size",
+)
+
+
+def _server_info(dsn: str) -> dict[str, Any]:
+    """Server version and the settings that shape the figures, for the JSON report."""
     with _connect(dsn) as conn:
         row = conn.execute("SELECT pg_catalog.version()").fetchone()
-    return str(row[0]) if row else "unknown"
+        settings: dict[str, str] = dict(
+            conn.execute(
+                "SELECT name, setting || coalesce(unit, '') FROM pg_catalog.pg_settings WHERE name = ANY(%s)",
+                (list(SETTINGS_REPORTED),),
+            ).fetchall()
+        )
+    return {"server_version": str(row[0]) if row else "unknown", "server_settings": settings}

@@ -56,7 +56,7 @@ def test_sellout_holds_exactly_the_units(dsn: str) -> None:
 
 @pytest.mark.slow
 def test_soak_passes_with_checks_during_the_run(dsn: str) -> None:
-    report = race.soak(dsn, clients=24, duration=12, shops=2, items=100, check_every=3)
+    report = race.soak(dsn, clients=24, duration=12, shops=2, items=100, check_every=2)
     assert report.passed, [c for c in report.checks if not c.passed]
     counts = report.counts
     assert counts["claimed"] > 0 and counts["released"] > 0 and counts["abandoned"] > 0
