@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from stockpool import cluster as clusters
 from stockpool.deploy import Roles, deploy
@@ -35,9 +36,11 @@ DsnOption = Annotated[
 
 
 def fail(exc: StockpoolError) -> None:
-    err_console.print(f"[bold red]error:[/] {exc.message}")
+    # soft_wrap: one line per message whatever the terminal width; escape: the
+    # text comes from servers and users and may hold [brackets].
+    err_console.print(f"[bold red]error:[/] {escape(exc.message)}", soft_wrap=True)
     if exc.hint:
-        err_console.print(f"[dim]hint: {exc.hint}[/]")
+        err_console.print(f"[dim]hint: {escape(exc.hint)}[/]", soft_wrap=True)
     raise typer.Exit(2)
 
 

@@ -175,7 +175,7 @@ def deploy(
         found = [m for m in found if m.version <= upto]
     try:
         conn = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
-    except psycopg.OperationalError as exc:
+    except psycopg.Error as exc:  # OperationalError, or ProgrammingError for a malformed DSN
         raise StockpoolError(
             f"cannot connect to {_redact(dsn)}: {str(exc).strip().splitlines()[0]}",
             hint="check the DSN, that the server is up, and pg_hba.conf",
@@ -272,4 +272,6 @@ def _sql_error(where: str, exc: psycopg.Error) -> StockpoolError:
 
 
 def _redact(dsn: str) -> str:
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", dsn)
+    """Hide passwords: in the URL's user info, and as a key=value or ?password= parameter."""
+    dsn = re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", dsn)
+    return re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)", r"\1***", dsn)
