@@ -1,15 +1,16 @@
 -- _apply_on_hand: set a key's on_hand to an absolute value or by a delta,
 -- creating the key when absolute, and record the movement.
--- When on_hand falls below what is allocated (pool + live holds), pool units
+-- When on_hand falls below what is allocated (pool + holds), pool units
 -- are taken back first (SKIP LOCKED: a unit locked by an in-flight reserve is
--- about to become a hold, or to come back, and is counted either way); if
--- live holds still need more than the new on_hand, nothing changes and SP002
--- is raised.
+-- about to become a hold, or to come back, and is counted either way). If
+-- that is not enough, the key's overdue holds are expired (they are not live,
+-- swept or not; SKIP LOCKED) and their units taken back too. If live holds
+-- still need more than the new on_hand, nothing changes and SP002 is raised.
 -- Locks: the key's refill advisory lock, then the ledger row (the same order
--- as refills); never waits on pool rows.
+-- as refills); never waits on pool rows or hold rows (both SKIP LOCKED).
 -- Raises 22003 (result beyond integer), 22023 (negative result), SP001
 -- (relative change of an unknown key), SP002 (below live holds).
--- Returns the new on_hand. Touches stock, pool_units, movements.
+-- Returns the new on_hand. Touches stock, pool_units, holds, movements.
 CREATE OR REPLACE FUNCTION stockpool._apply_on_hand(
     p_shop_id bigint,
     p_item_id bigint,
@@ -24,6 +25,7 @@ DECLARE
     v_stock stockpool.stock;
     v_target bigint;
     v_taken integer;
+    v_expired integer;
 BEGIN
     PERFORM pg_catalog.pg_advisory_xact_lock(
         stockpool._key_lock_id(p_shop_id, p_item_id, p_location_id));
@@ -83,11 +85,46 @@ BEGIN
             AND d.ctid = picked.row_id;
         GET DIAGNOSTICS v_taken = ROW_COUNT;
         v_stock.allocated := v_stock.allocated - v_taken;
+        -- An overdue hold still counts in allocated until a sweep, but it is
+        -- not live and must not block a cycle count: expire it here. SKIP
+        -- LOCKED, not _expire_key's wait: this transaction holds the ledger
+        -- row, and a hold locked by its owner or a sweeper is being dealt
+        -- with already. Its units leave allocated as far as the new on_hand
+        -- needs; any surplus goes back to the pool.
+        IF v_target < v_stock.allocated THEN
+            WITH due AS (
+                SELECT h.checkout_id
+                FROM stockpool.holds AS h
+                WHERE h.shop_id = p_shop_id
+                    AND h.item_id = p_item_id
+                    AND h.location_id = p_location_id
+                    AND h.status = 'held'
+                    AND h.expires_at <= pg_catalog.now()
+                FOR UPDATE SKIP LOCKED
+            ),
+            expired AS (
+                UPDATE stockpool.holds AS h
+                SET status = 'expired',
+                    updated_at = pg_catalog.now()
+                FROM due
+                WHERE h.shop_id = p_shop_id
+                    AND h.checkout_id = due.checkout_id
+                    AND h.item_id = p_item_id
+                    AND h.location_id = p_location_id
+                RETURNING h.quantity
+            )
+            SELECT coalesce(pg_catalog.sum(expired.quantity), 0)::integer INTO v_expired
+            FROM expired;
+            v_taken := LEAST(v_expired, v_stock.allocated - v_target);
+            v_stock.allocated := v_stock.allocated - v_taken;
+            PERFORM stockpool._add_units(p_shop_id, p_item_id, p_location_id,
+                                         v_expired - v_taken, v_stock.buckets);
+        END IF;
         IF v_target < v_stock.allocated THEN
             RAISE EXCEPTION 'on hand of (shop %, item %, location %) cannot go below % units held by live holds or in-flight reservations (asked %)',
                 p_shop_id, p_item_id, p_location_id, v_stock.allocated, v_target
                 USING ERRCODE = 'SP002',
-                      HINT = 'Wait for holds to be claimed, released or expired, or sweep them, then retry.';
+                      HINT = 'Wait for holds to be claimed, released or to expire, then retry.';
         END IF;
     END IF;
 

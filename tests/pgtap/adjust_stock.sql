@@ -2,7 +2,7 @@
 -- movement; unknown key SP001, beyond integer 22003, negative 22023, below
 -- live holds SP002; a refused call writes nothing.
 BEGIN;
-SELECT plan(38);
+SELECT plan(43);
 
 CREATE TEMPORARY VIEW snapshot AS
 SELECT 'stock' AS kind, s::text AS state FROM stockpool.stock AS s
@@ -103,6 +103,20 @@ SELECT results_eq(
     'SELECT on_hand, pooled, held, free FROM stockpool.stock_levels WHERE (shop_id, item_id, location_id) = (1, 201, 1)',
     $$VALUES (10, 0, 4, 6)$$,
     'raised units are free stock until a refill moves them');
+
+-- An overdue hold, swept or not, does not block lowering.
+SELECT is(stockpool.set_stock(1, 202, 1, 4), 4, 'key 202 at 4');
+SELECT ok(stockpool.reserve_units(1, 202, 1, 4, '00000000-0000-0000-0000-0000000000b2'),
+    'b2 holds all 4 of key 202');
+SELECT throws_ok('SELECT stockpool.adjust_stock(1, 202, 1, -1)', 'SP002', NULL,
+    'while b2''s hold is live: SP002');
+UPDATE stockpool.holds SET expires_at = now() - interval '1 second'
+WHERE shop_id = 1 AND checkout_id = '00000000-0000-0000-0000-0000000000b2';
+SELECT is(stockpool.adjust_stock(1, 202, 1, -4), 0, 'once it is overdue (unswept): down to 0 is allowed');
+SELECT results_eq(
+    'SELECT on_hand, pooled, held, free FROM stockpool.stock_levels WHERE (shop_id, item_id, location_id) = (1, 202, 1)',
+    $$VALUES (0, 0, 0, 0)$$,
+    'key 202: nothing left, the overdue hold expired');
 
 SELECT is_empty('SELECT * FROM stockpool.check_invariants()', 'invariants hold at the end');
 

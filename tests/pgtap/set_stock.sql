@@ -2,7 +2,7 @@
 -- the difference; pool units above the new bound are taken back; lowering
 -- below live holds is refused (SP002) without writing anything.
 BEGIN;
-SELECT plan(49);
+SELECT plan(63);
 
 -- Every row of every table, to show that a refused call wrote nothing.
 CREATE TEMPORARY VIEW snapshot AS
@@ -136,6 +136,48 @@ SELECT results_eq(
     'SELECT on_hand, pooled, held, free FROM stockpool.stock_levels WHERE (shop_id, item_id, location_id) = (1, 103, 1)',
     $$VALUES (2, 2, 0, 0)$$,
     'released units beyond the new bound were taken back from the pool');
+
+-- A hold past its expiry is not live, swept or not: it does not block lowering.
+SELECT is(stockpool.set_stock(1, 104, 1, 5), 5, 'key 104 at 5');
+SELECT ok(stockpool.reserve_units(1, 104, 1, 3, '00000000-0000-0000-0000-0000000000a3'),
+    'a3 holds 3 of key 104');
+SELECT ok(stockpool.reserve_units(1, 104, 1, 1, '00000000-0000-0000-0000-0000000000a4'),
+    'a4 holds 1 of key 104');
+UPDATE stockpool.holds SET expires_at = now() - interval '1 second'
+WHERE shop_id = 1 AND checkout_id = '00000000-0000-0000-0000-0000000000a3';
+TRUNCATE before_error;
+INSERT INTO before_error SELECT * FROM snapshot;
+SELECT throws_ok('SELECT stockpool.set_stock(1, 104, 1, 0)', 'SP002', NULL,
+    'below the live hold of a4: SP002 even though a3 expired');
+SELECT bag_eq('SELECT * FROM snapshot', 'SELECT * FROM before_error',
+    'SP002 writes nothing: a3''s overdue hold is not expired by the refused call');
+SELECT is(stockpool.set_stock(1, 104, 1, 1), 1,
+    'down to the 1 unit of a4''s live hold: allowed although a3''s overdue hold was never swept');
+SELECT results_eq(
+    $$SELECT checkout_id, status FROM stockpool.holds WHERE shop_id = 1 AND item_id = 104 ORDER BY checkout_id$$,
+    $$VALUES ('00000000-0000-0000-0000-0000000000a3'::uuid, 'expired'::text),
+             ('00000000-0000-0000-0000-0000000000a4', 'held')$$,
+    'a3''s overdue hold was expired on the way, a4''s live hold kept');
+SELECT results_eq(
+    'SELECT on_hand, pooled, held, free FROM stockpool.stock_levels WHERE (shop_id, item_id, location_id) = (1, 104, 1)',
+    $$VALUES (1, 0, 1, 0)$$,
+    'key 104: only a4''s unit is left, held');
+SELECT throws_ok($$SELECT stockpool.claim(1, '00000000-0000-0000-0000-0000000000a3')$$, 'SP004', NULL,
+    'a3 can no longer claim: SP004');
+
+-- Only what the new bound needs leaves allocated; the rest of an overdue hold's units go back to the pool.
+SELECT is(stockpool.set_stock(1, 105, 1, 6), 6, 'key 105 at 6');
+SELECT ok(stockpool.reserve_units(1, 105, 1, 4, '00000000-0000-0000-0000-0000000000a5'),
+    'a5 holds 4 of key 105, 2 stay pooled');
+UPDATE stockpool.holds SET expires_at = now() - interval '1 second'
+WHERE shop_id = 1 AND checkout_id = '00000000-0000-0000-0000-0000000000a5';
+SELECT is(stockpool.set_stock(1, 105, 1, 3), 3, 'lower key 105 to 3: 2 pooled units and 1 overdue unit go');
+SELECT results_eq(
+    'SELECT on_hand, pooled, held, free FROM stockpool.stock_levels WHERE (shop_id, item_id, location_id) = (1, 105, 1)',
+    $$VALUES (3, 3, 0, 0)$$,
+    'the other 3 units of the overdue hold are pooled again');
+SELECT is((SELECT allocated FROM stockpool.stock WHERE (shop_id, item_id, location_id) = (1, 105, 1)),
+    3, 'allocated counts exactly the pooled units');
 
 SELECT is_empty('SELECT * FROM stockpool.check_invariants()', 'invariants hold at the end');
 
