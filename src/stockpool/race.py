@@ -851,7 +851,7 @@ def _soak(
                 break
     with _connect(h.dsn) as conn:
         final = _soak_round(conn, run_id, keys, final=True)
-        (abandoned_expired,) = conn.execute(
+        (abandoned,) = conn.execute(
             "SELECT pg_catalog.count(*) FROM stockpool_race.outcomes AS o"
             " WHERE o.run_id = %s AND o.intent = 'abandon' AND o.reserved",
             (run_id,),
@@ -887,9 +887,9 @@ def _soak(
         "refused": refused,
         "claimed": claimed,
         "released": released,
-        "abandoned": abandoned_expired,
+        "abandoned": abandoned,
         "left_open": still_open,
-        "expired_by_sweeper": sweeper.expired + final_sweep,
+        "hold_lines_expired": sweeper.expired + final_sweep,
         "sweeps": sweeper.sweeps,
         "units_received": replenisher.received,
         "units_refilled": replenisher.refilled,
@@ -1028,7 +1028,7 @@ DEFAULT_RUN_SOAK_S = 30  # the soak of a bare `stockpool race` / `make race`
 SOAK_S = 60
 
 
-def _parse_list(text: str, flag: str) -> list[str]:
+def _parse_list(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
@@ -1050,7 +1050,7 @@ def make_plan(
         scenarios = ["sellout"] if shape == "naive" else list(DEFAULT_SCENARIOS)
         default_duration = DEFAULT_RUN_SOAK_S
     else:
-        scenarios = _parse_list(scenario, "--scenario")
+        scenarios = _parse_list(scenario)
         default_duration = SOAK_S
         unknown = [s for s in scenarios if s not in SCENARIOS]
         if unknown or not scenarios:
@@ -1064,7 +1064,7 @@ def make_plan(
             hint="the soak needs holds, claims and releases, which the naive counter does not have",
         )
     counts: list[int] = []
-    for part in _parse_list(hot_clients, "--hot-clients"):
+    for part in _parse_list(hot_clients):
         try:
             counts.append(int(part))
         except ValueError:
@@ -1159,8 +1159,8 @@ def target(dsn: str | None, clients: int) -> Iterator[tuple[str, serverstats.Ser
             hint="install postgresql-client-15 (apt-get install postgresql-client-15)",
         )
     if dsn:
-        deploy(dsn)
         check_connection_budget(dsn, clients)
+        deploy(dsn)
         yield dsn, None, _redact(dsn)
         return
     settings = clusters.settings_for_clients(clients + HELPER_SESSIONS)
@@ -1191,7 +1191,7 @@ def command(
     units: Annotated[int, typer.Option(help="sellout: units on hand for the raced key.")] = 50,
     rollback_pct: Annotated[int, typer.Option(help="sellout: percent of reservations rolled back.")] = 20,
     duration: Annotated[
-        int | None, typer.Option(help="soak: seconds [default: 60; 30 in the default run].")
+        int | None, typer.Option(help="soak: seconds (60; 30 in the default sellout + soak run).")
     ] = None,
     shops: Annotated[int, typer.Option(help="soak: shops.")] = 4,
     items: Annotated[int, typer.Option(help="soak: items per shop (keys = shops x items).")] = 250,
@@ -1305,7 +1305,8 @@ def _server_info(dsn: str) -> dict[str, Any]:
         row = conn.execute("SELECT pg_catalog.version()").fetchone()
         settings: dict[str, str] = dict(
             conn.execute(
-                "SELECT name, setting || coalesce(unit, '') FROM pg_catalog.pg_settings WHERE name = ANY(%s)",
+                "SELECT name, pg_catalog.current_setting(name)"
+                " FROM pg_catalog.pg_settings WHERE name = ANY(%s)",
                 (list(SETTINGS_REPORTED),),
             ).fetchall()
         )
