@@ -9,6 +9,7 @@ in the intersection of the taken sets.
 from __future__ import annotations
 
 import threading
+import time
 
 import psycopg
 import pytest
@@ -22,6 +23,7 @@ from support import (
     result,
     scalar,
     violations,
+    wait_until_blocked,
 )
 
 pytestmark = pytest.mark.timeout(120)
@@ -144,4 +146,62 @@ def test_concurrent_single_unit_reservations_are_all_served(dsn: str, conn: psyc
     assert held == threads * per_thread
     assert scalar(conn, "SELECT count(*) FROM stockpool.holds WHERE status = 'held'") == held
     assert pooled + held + free == on_hand == 200
+    assert violations(conn) == []
+
+
+def test_two_sweepers_take_disjoint_batches_without_waiting(conn: psycopg.Connection, conns: Conns) -> None:
+    _stock(conn, 10)
+    for _ in range(10):
+        conn.execute(
+            "SELECT stockpool.reserve_units(%s, %s, %s, 1, %s, '50 milliseconds')",
+            (SHOP, ITEM, LOC, checkout()),
+        )
+    time.sleep(0.2)
+    a = conns(autocommit=False, lock_timeout="2s", name="sweeper-a")
+    b = conns(autocommit=False, lock_timeout="2s", name="sweeper-b")
+    assert scalar(a, "SELECT stockpool.sweep(4)") == 4
+    assert scalar(b, "SELECT stockpool.sweep(100)") == 6  # skips A's batch instead of waiting
+    assert scalar(b, "SELECT stockpool.sweep(100)") == 0
+    a.commit()
+    b.commit()
+    assert scalar(conn, "SELECT count(*) FROM stockpool.holds WHERE status = 'expired'") == 10
+    assert levels(conn, SHOP, ITEM, LOC) == (10, 10, 0, 0)
+    assert violations(conn) == []
+
+
+def test_one_refiller_per_key_at_a_time(conn: psycopg.Connection, conns: Conns) -> None:
+    """A second replenish_pool waits for the first, then finds the pool full: no double refill."""
+    _stock(conn, 50, fill=False)
+    conn.execute("SELECT stockpool.configure_pool(%s, %s, %s, 20)", (SHOP, ITEM, LOC))
+    a = conns(autocommit=False, name="refiller-a")
+    b = conns(autocommit=True, name="refiller-b")
+    assert scalar(a, "SELECT stockpool.replenish_pool(%s, %s, %s)", (SHOP, ITEM, LOC)) == 20
+    with background() as submit:
+        second = submit(scalar, b, "SELECT stockpool.replenish_pool(%s, %s, %s)", (SHOP, ITEM, LOC))
+        assert wait_until_blocked(conn, b.info.backend_pid, second) == [a.info.backend_pid]
+        a.commit()
+        assert result(second, timeout=20) == 0
+    assert levels(conn, SHOP, ITEM, LOC) == (50, 20, 0, 30)
+    assert violations(conn) == []
+
+
+@pytest.mark.parametrize("a_ends", ["commit", "rollback"])
+def test_lowering_stock_beside_an_in_flight_reservation(
+    conn: psycopg.Connection, conns: Conns, a_ends: str
+) -> None:
+    """set_stock takes back pool units it can lock and leaves the one in flight alone:
+    pool + held stays within the new on hand whichever way the reservation ends."""
+    _stock(conn, 5)
+    a = conns(autocommit=False, name="reserver-a")
+    assert scalar(a, "SELECT stockpool.reserve_units(%s, %s, %s, 1, %s)", (SHOP, ITEM, LOC, checkout()))
+    b = conns(autocommit=True, lock_timeout="5s", name="stocktaker-b")
+    assert scalar(b, "SELECT stockpool.set_stock(%s, %s, %s, 3)", (SHOP, ITEM, LOC)) == 3
+    with pytest.raises(psycopg.Error) as raised:  # below the unit in flight: refused, not oversold
+        b.execute("SELECT stockpool.set_stock(%s, %s, %s, 0)", (SHOP, ITEM, LOC))
+    assert raised.value.sqlstate == "SP002"
+    a.commit() if a_ends == "commit" else a.rollback()
+    on_hand, pooled, held, free = levels(conn, SHOP, ITEM, LOC)
+    assert on_hand == 3
+    assert (pooled, held) == ((2, 1) if a_ends == "commit" else (3, 0))
+    assert pooled + held + free == on_hand and free == 0
     assert violations(conn) == []
