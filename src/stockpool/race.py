@@ -840,6 +840,11 @@ def _soak(
         beside=(sweeper, replenisher, checker),
     )
     # The end: wait out the abandon TTL, sweep everything due, check once more.
+    ending = (
+        h.progress.add_task("soak: abandon TTL, final sweep, final checks", total=None)
+        if h.progress
+        else None
+    )
     with _connect(h.dsn, _app(run_id, "sweeper")) as conn:
         time.sleep(abandon_ttl + 0.2)
         final_sweep = 0
@@ -857,6 +862,8 @@ def _soak(
             (run_id,),
         ).fetchone() or (0,)
         counts_row = conn.execute(verify.OUTCOME_COUNTS, {"run": run_id}).fetchone() or (0, 0, 0, 0, 0)
+    if h.progress is not None and ending is not None:
+        h.progress.update(ending, total=1, completed=1)
     end_t = duration + abandon_ttl
     checks: list[Check] = []
     for i, final_check in enumerate(final):
