@@ -114,9 +114,10 @@ def _pg_env(url: str) -> dict[str, str]:
 
 def _register_commands() -> None:
     """Commands that live in their own modules register here."""
-    from stockpool import race
+    from stockpool import bench, race
 
     app.command("race")(race.command)
+    app.command("bench")(bench.command)
 
 
 _register_commands()

@@ -1,0 +1,236 @@
+-- bench_setup: the strategy benchmark's own tables and helpers, in schema bench.
+--
+-- Created by `stockpool bench` (src/stockpool/bench.py) in its template
+-- database, never by the deployer: nothing here is part of stockpool. Every
+-- cell of the benchmark runs in a fresh copy of that template, on which
+-- bench.prepare() lays out the state of one strategy; bench.reserved() counts
+-- afterwards what the strategy really reserved, so a cell whose pgbench
+-- transactions did not reserve (sold out, aborted) is caught.
+--
+-- Every strategy reserves one unit of one hot key per transaction:
+--   ceiling       each client updates its own row: the commit path alone
+--   counter       one conditional UPDATE of the key's row
+--   counter_hold  the same plus a hold row, in one statement
+--   skip_locked   one row per unit, lowest free id FOR UPDATE SKIP LOCKED, UPDATE
+--   pool          <= 1,000 unit rows, lowest id first, DELETE, hold row,
+--                 refilled inline under an advisory lock when it runs dry
+--   sharded       one row per unit in 64 buckets of contiguous ids, a random
+--                 bucket first, any bucket as fallback, UPDATE; records nothing
+--   stockpool     stockpool.reserve_units as shipped
+-- plus the counter's transaction shapes (naive, locked, atomic, serializable),
+-- which write one bench.sales row per unit they believe they sold.
+
+CREATE SCHEMA bench;
+
+COMMENT ON SCHEMA bench IS
+'stockpool bench harness: strategy tables for the side-by-side benchmark. Not part of stockpool.';
+
+-- ceiling: one private row per pgbench client (:client_id).
+CREATE TABLE bench.ceiling (
+    client_id integer NOT NULL,
+    n bigint NOT NULL DEFAULT 0,
+    CONSTRAINT ceiling_pkey PRIMARY KEY (client_id)
+);
+
+-- counter, counter_hold and the counter shapes: one row per key.
+CREATE TABLE bench.counter (
+    key_id integer NOT NULL,
+    available bigint NOT NULL,
+    initial bigint NOT NULL,
+    CONSTRAINT counter_pkey PRIMARY KEY (key_id)
+);
+
+-- Holds written by counter_hold and pool: what a hold costs outside stockpool
+-- (a key to find it again, an expiry index for the sweeper).
+CREATE TABLE bench.holds (
+    checkout_id uuid NOT NULL,
+    key_id integer NOT NULL,
+    quantity integer NOT NULL,
+    status text NOT NULL DEFAULT 'held',
+    expires_at timestamptz NOT NULL,
+    CONSTRAINT holds_pkey PRIMARY KEY (checkout_id)
+);
+
+CREATE INDEX holds_expiry_idx
+    ON bench.holds (expires_at)
+    WHERE status = 'held';
+
+-- skip_locked: one row per unit.
+CREATE TABLE bench.units (
+    unit_id bigint NOT NULL,
+    key_id integer NOT NULL,
+    reserved boolean NOT NULL DEFAULT false,
+    CONSTRAINT units_pkey PRIMARY KEY (unit_id)
+);
+
+CREATE INDEX units_free_idx
+    ON bench.units (key_id, unit_id)
+    WHERE NOT reserved;
+
+-- sharded: one row per unit, in buckets of contiguous ids.
+CREATE TABLE bench.shards (
+    unit_id bigint NOT NULL,
+    key_id integer NOT NULL,
+    bucket integer NOT NULL,
+    reserved boolean NOT NULL DEFAULT false,
+    CONSTRAINT shards_pkey PRIMARY KEY (unit_id)
+);
+
+CREATE INDEX shards_free_idx
+    ON bench.shards (key_id, bucket, unit_id)
+    WHERE NOT reserved;
+
+-- pool: a small pool of unit rows per key, refilled from a ledger row.
+CREATE TABLE bench.pool_ledger (
+    key_id integer NOT NULL,
+    available bigint NOT NULL,
+    initial bigint NOT NULL,
+    CONSTRAINT pool_ledger_pkey PRIMARY KEY (key_id)
+);
+
+CREATE TABLE bench.pool_units (
+    unit_id bigint GENERATED ALWAYS AS IDENTITY,
+    key_id integer NOT NULL,
+    CONSTRAINT pool_units_pkey PRIMARY KEY (unit_id)
+);
+
+CREATE INDEX pool_units_claim_idx
+    ON bench.pool_units (key_id, unit_id);
+
+-- counter shapes: one row per unit a client believes it sold.
+CREATE TABLE bench.sales (
+    sale_id bigint GENERATED ALWAYS AS IDENTITY,
+    key_id integer NOT NULL,
+    CONSTRAINT sales_pkey PRIMARY KEY (sale_id)
+);
+
+-- pool_reserve: the naive bounded pool. Lowest id first (every claimer meets
+-- on the same index leaf and heap page), DELETE, hold row; when the pool is
+-- dry, one claimer refills up to 1,000 units from the ledger row under the
+-- key's advisory lock while the others queue on that lock, then all retry.
+-- Returns false only when the ledger is empty too.
+CREATE FUNCTION bench.pool_reserve(p_key_id integer, p_checkout_id uuid)
+RETURNS boolean
+LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_unit bigint;
+    v_available bigint;
+    v_add bigint;
+BEGIN
+    LOOP
+        DELETE FROM bench.pool_units AS d
+        WHERE d.unit_id = (
+            SELECT u.unit_id
+            FROM bench.pool_units AS u
+            WHERE u.key_id = p_key_id
+            ORDER BY u.unit_id
+            LIMIT 1
+            FOR UPDATE SKIP LOCKED)
+        RETURNING d.unit_id INTO v_unit;
+        IF v_unit IS NOT NULL THEN
+            INSERT INTO bench.holds (checkout_id, key_id, quantity, expires_at)
+            VALUES (p_checkout_id, p_key_id, 1, now() + interval '15 minutes');
+            RETURN true;
+        END IF;
+        PERFORM pg_advisory_xact_lock(p_key_id);
+        -- Another claimer may have refilled while this one queued.
+        PERFORM FROM bench.pool_units AS u WHERE u.key_id = p_key_id LIMIT 1;
+        IF NOT FOUND THEN
+            SELECT l.available INTO v_available
+            FROM bench.pool_ledger AS l
+            WHERE l.key_id = p_key_id
+            FOR UPDATE;
+            v_add := LEAST(v_available, 1000);
+            IF v_add = 0 THEN
+                RETURN false;
+            END IF;
+            UPDATE bench.pool_ledger AS l
+            SET available = l.available - v_add
+            WHERE l.key_id = p_key_id;
+            INSERT INTO bench.pool_units (key_id)
+            SELECT p_key_id
+            FROM generate_series(1, v_add);
+        END IF;
+    END LOOP;
+END;
+$function$;
+
+-- prepare: lay out the starting state of one strategy in a fresh copy of the
+-- template: p_units units of the hot key (key 1; keys 1..5 for the cart),
+-- p_clients private rows for the ceiling. Pools start full, as they would be
+-- before a sale. Returns the units made available.
+CREATE FUNCTION bench.prepare(p_strategy text, p_clients integer, p_units bigint)
+RETURNS bigint
+LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_key integer;
+BEGIN
+    CASE p_strategy
+    WHEN 'ceiling' THEN
+        INSERT INTO bench.ceiling (client_id)
+        SELECT g.n FROM generate_series(0, p_clients - 1) AS g (n);
+    WHEN 'counter', 'counter_hold', 'naive', 'locked', 'atomic', 'serializable' THEN
+        INSERT INTO bench.counter (key_id, available, initial) VALUES (1, p_units, p_units);
+    WHEN 'skip_locked' THEN
+        INSERT INTO bench.units (unit_id, key_id)
+        SELECT g.n, 1 FROM generate_series(1, p_units) AS g (n);
+    WHEN 'sharded' THEN
+        -- 64 buckets of contiguous ids: bucket b holds the b-th 64th of the ids.
+        INSERT INTO bench.shards (unit_id, key_id, bucket)
+        SELECT g.n, 1, ((g.n - 1) * 64 / p_units)::integer
+        FROM generate_series(1, p_units) AS g (n);
+    WHEN 'pool' THEN
+        INSERT INTO bench.pool_ledger (key_id, available, initial)
+        VALUES (1, p_units - LEAST(p_units, 1000), p_units);
+        INSERT INTO bench.pool_units (key_id)
+        SELECT 1 FROM generate_series(1, LEAST(p_units, 1000));
+    WHEN 'stockpool' THEN
+        PERFORM stockpool.set_stock(1, 1, 1, p_units::integer);
+        PERFORM stockpool.replenish_pool(1, 1, 1);
+    WHEN 'cart' THEN
+        FOR v_key IN 1..5 LOOP
+            PERFORM stockpool.set_stock(1, v_key, 1, p_units::integer);
+            PERFORM stockpool.replenish_pool(1, v_key, 1);
+        END LOOP;
+    ELSE
+        RAISE EXCEPTION 'bench.prepare: unknown strategy %', p_strategy
+            USING ERRCODE = '22023';
+    END CASE;
+    RETURN p_units;
+END;
+$function$;
+
+-- reserved: units the strategy really reserved (or, for the ceiling,
+-- transactions it committed), counted from the tables, not from pgbench.
+CREATE FUNCTION bench.reserved(p_strategy text)
+RETURNS bigint
+LANGUAGE sql
+AS $function$
+    SELECT CASE p_strategy
+        WHEN 'ceiling' THEN (SELECT coalesce(sum(c.n), 0) FROM bench.ceiling AS c)
+        WHEN 'counter' THEN (SELECT c.initial - c.available FROM bench.counter AS c WHERE c.key_id = 1)
+        WHEN 'counter_hold' THEN (SELECT count(*) FROM bench.holds)
+        WHEN 'skip_locked' THEN (SELECT count(*) FROM bench.units AS u WHERE u.reserved)
+        WHEN 'sharded' THEN (SELECT count(*) FROM bench.shards AS s WHERE s.reserved)
+        WHEN 'pool' THEN (SELECT count(*) FROM bench.holds)
+        WHEN 'stockpool' THEN (
+            SELECT coalesce(sum(h.quantity), 0) FROM stockpool.holds AS h WHERE h.status = 'held')
+        WHEN 'cart' THEN (
+            SELECT coalesce(sum(h.quantity), 0) FROM stockpool.holds AS h WHERE h.status = 'held')
+        ELSE (SELECT count(*) FROM bench.sales)
+    END::bigint;
+$function$;
+
+-- shape_drift: for a counter shape, units clients believe they sold (sales
+-- rows) against units that left the counter. Naive read-modify-write loses
+-- updates, so it sells more than left the counter: oversell.
+CREATE FUNCTION bench.shape_drift(OUT sold bigint, OUT decremented bigint, OUT drift bigint)
+LANGUAGE sql
+AS $function$
+    SELECT s.sold, c.initial - c.available, s.sold - (c.initial - c.available)
+    FROM (SELECT count(*) AS sold FROM bench.sales) AS s
+    CROSS JOIN bench.counter AS c
+    WHERE c.key_id = 1;
+$function$;

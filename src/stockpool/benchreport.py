@@ -1,0 +1,431 @@
+"""Reports of a bench run: the bar checks, a markdown report, JSON and a PNG chart.
+
+Every ratio is to the ceiling of the same run at the same client count, so a
+busy or slow machine moves both sides of it. Absolute figures are what this
+machine did during this run and nothing more.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from stockpool.bench import BenchRun, Cell
+
+PUBLISHED = "published"
+BAR_FLOOR = 0.5  # x ceiling throughput, at every client count from 8 up
+BAR_SHARDED = 0.9  # x sharded throughput
+BAR_P99 = 3.0  # x ceiling p99 at 512 clients
+BAR_COLLAPSE = 0.7  # throughput at 512 / at 32
+SOAK_DEAD_RATIO = 0.2
+
+
+@dataclass
+class Check:
+    name: str
+    passed: bool | None  # None: not measured in this run
+    detail: str
+
+
+def ratio(value: float | None, reference: float | None) -> float | None:
+    if value is None or not reference:
+        return None
+    return value / reference
+
+
+def _fmt(value: float | None, digits: int = 0, suffix: str = "") -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.{digits}f}{suffix}"
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def bar(run: BenchRun) -> list[Check]:
+    """The issue's bar for stockpool.reserve_units, checked on this run."""
+    checks: list[Check] = []
+    counts = sorted({c.clients for c in run.cells if c.kind == "strategy" and c.name == "stockpool"})
+
+    def rate(name: str, clients: int) -> float | None:
+        cell = run.cell("strategy", name, clients)
+        return cell.rate if cell and cell.valid else None
+
+    floor = [n for n in counts if n >= 8]
+    if floor:
+        bad, worst = [], None
+        for n in floor:
+            r = ratio(rate("stockpool", n), rate("ceiling", n))
+            worst = r if worst is None or (r is not None and r < worst) else worst
+            if r is None or r < BAR_FLOOR:
+                bad.append(f"{n}: {_x(r)}")
+        checks.append(
+            Check(
+                f">= {BAR_FLOOR} x ceiling at {', '.join(map(str, floor))} clients",
+                not bad,
+                "lowest " + _x(worst) + ("" if not bad else "; short at " + ", ".join(bad)),
+            )
+        )
+    for other in (*_hold_strategies(run), "sharded"):
+        factor = BAR_SHARDED if other == "sharded" else 1.0
+        bad, details = [], []
+        for n in counts:
+            r = ratio(rate("stockpool", n), rate(other, n))
+            if r is None:
+                continue
+            details.append(f"{n}: {r:.2f}x")
+            if r < factor:
+                bad.append(str(n))
+        if details:
+            checks.append(
+                Check(
+                    f">= {factor:g} x {other} at every client count",
+                    not bad,
+                    ", ".join(details),
+                )
+            )
+    top = 512 if 512 in counts else None
+    if top:
+        sp, ce = run.cell("strategy", "stockpool", top), run.cell("strategy", "ceiling", top)
+        r = ratio(sp.p99_ms if sp else None, ce.p99_ms if ce else None)
+        checks.append(
+            Check(
+                f"p99 at {top} clients <= {BAR_P99:g} x ceiling's",
+                r is not None and r <= BAR_P99,
+                f"{_fmt(sp.p99_ms if sp else None, 1)} ms vs "
+                f"{_fmt(ce.p99_ms if ce else None, 1)} ms: {_x(r)}",
+            )
+        )
+    if 512 in counts and 32 in counts:
+        r = ratio(rate("stockpool", 512), rate("stockpool", 32))
+        checks.append(
+            Check(
+                f"no collapse: 512 clients >= {BAR_COLLAPSE} x 32 clients",
+                r is not None and r >= BAR_COLLAPSE,
+                _x(r),
+            )
+        )
+    if run.soak:
+        checks.append(
+            Check(
+                f"soak: pool dead ratio < {SOAK_DEAD_RATIO:.0%} every 10 s",
+                run.soak.max_dead_ratio < SOAK_DEAD_RATIO if run.soak.samples else None,
+                f"max {run.soak.max_dead_ratio:.1%}, mean {run.soak.mean_dead_ratio:.1%} "
+                f"over {len(run.soak.samples)} samples",
+            )
+        )
+    return checks
+
+
+def _hold_strategies(run: BenchRun) -> list[str]:
+    from stockpool.bench import HOLD_STRATEGIES
+
+    return [s for s in HOLD_STRATEGIES if s in run.config.strategies]
+
+
+def _wait(cell: Cell) -> str:
+    top = cell.top_wait()
+    return f"{top[0]} {top[1]:.0%}" if top else "-"
+
+
+def _strategy_rows(run: BenchRun) -> list[list[str]]:
+    rows = []
+    for clients in run.config.clients:
+        ceiling = run.cell("strategy", "ceiling", clients)
+        for name in run.config.strategies:
+            cell = run.cell("strategy", name, clients)
+            if not cell:
+                continue
+            rows.append(
+                [
+                    name + ("" if cell.valid else " (!)"),
+                    str(clients),
+                    _fmt(cell.rate),
+                    _x(ratio(cell.rate, ceiling.rate if ceiling else None)),
+                    _fmt(cell.p50_ms, 2),
+                    _x(ratio(cell.p50_ms, ceiling.p50_ms if ceiling else None)),
+                    _fmt(cell.p99_ms, 2),
+                    _x(ratio(cell.p99_ms, ceiling.p99_ms if ceiling else None)),
+                    _wait(cell),
+                ]
+            )
+    return rows
+
+
+STRATEGY_HEADER = [
+    "strategy",
+    "clients",
+    "reservations/s",
+    "x ceiling",
+    "p50 ms",
+    "x ceiling",
+    "p99 ms",
+    "x ceiling",
+    "top wait event (share of active samples)",
+]
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def markdown(run: BenchRun, chart_name: str | None) -> str:
+    m = run.machine
+    cfg = run.config
+    lines = [
+        f"# stockpool bench, {run.started}",
+        "",
+        f"Machine: {m.get('nproc')} CPUs ({m.get('cpu_model')}), {m.get('memory_gib')} GiB RAM, "
+        f"Linux {m.get('kernel')}; {str(m.get('server_version', '')).split(' on ')[0]}; "
+        f"{m.get('pgbench')}. Load average at start {m.get('load_average_start')}, "
+        f"at end {m.get('load_average_end')}.",
+        "",
+        f"Settings: {', '.join(f'{k}={v}' for k, v in (m.get('settings') or {}).items())}.",
+        "",
+        f"Each cell: {cfg.seconds} s of pgbench -M prepared ({cfg.jobs} threads) on a fresh copy of "
+        "the database, after VACUUM and CHECKPOINT. One unit of one hot key per transaction. "
+        "Ratios are to the ceiling of this run at the same client count. "
+        "Wait events: pg_stat_activity of the cell's active backends sampled every 200 ms; "
+        "CPU (active, no wait event) is left out of the top event but counted in its share. "
+        "(!) marks a cell whose transactions did not all reserve or whose clients aborted.",
+        "",
+    ]
+    if chart_name:
+        lines += [f"![throughput and p99 against clients]({chart_name})", ""]
+    lines += ["## Strategies", ""]
+    lines += _md_table(STRATEGY_HEADER, _strategy_rows(run))
+    lines += ["", "## The bar for stockpool.reserve_units", ""]
+    lines += _md_table(
+        ["check", "result", "detail"],
+        [[c.name, _verdict(c.passed), c.detail] for c in bar(run)],
+    )
+    shapes = [c for c in run.cells if c.kind == "shape"]
+    if shapes:
+        lines += [
+            "",
+            "## The counter's transaction shapes",
+            "",
+            "Sold: units clients were told they got (a sales row each); left the counter: what the "
+            "counter went down by. Drift = sold - left: units sold that were not there.",
+            "",
+        ]
+        rows = []
+        for c in shapes:
+            d = c.drift or {}
+            rows.append(
+                [
+                    c.name + ("" if c.aborted == 0 else " (!)"),
+                    str(c.clients),
+                    _fmt(c.tps),
+                    str(c.transactions),
+                    str(c.failed),
+                    str(c.retries),
+                    str(d.get("sold", "-")),
+                    str(d.get("decremented", "-")),
+                    str(d.get("drift", "-")),
+                    _fmt(c.p99_ms, 2),
+                    _wait(c),
+                ]
+            )
+        lines += _md_table(
+            [
+                "shape",
+                "clients",
+                "committed/s",
+                "committed",
+                "failed",
+                "retries",
+                "sold",
+                "left the counter",
+                "drift",
+                "p99 ms",
+                "top wait event",
+            ],
+            rows,
+        )
+    carts = [c for c in run.cells if c.kind == "cart"]
+    if carts:
+        lines += [
+            "",
+            f"## reserve_cart: {5} lines across 5 hot keys",
+            "",
+            "Units per second of the cart against single-line stockpool.reserve_units in the same run.",
+            "",
+        ]
+        rows = []
+        for c in carts:
+            single = run.cell("strategy", "stockpool", c.clients)
+            rows.append(
+                [
+                    str(c.clients) + ("" if c.valid else " (!)"),
+                    _fmt(c.tps),
+                    _fmt(c.rate),
+                    _fmt(single.rate if single else None),
+                    _x(ratio(c.rate, single.rate if single else None)),
+                    _fmt(c.p50_ms, 2),
+                    _fmt(c.p99_ms, 2),
+                    _wait(c),
+                ]
+            )
+        lines += _md_table(
+            [
+                "clients",
+                "carts/s",
+                "units/s",
+                "single-line units/s",
+                "cart / single",
+                "p50 ms",
+                "p99 ms",
+                "top wait event",
+            ],
+            rows,
+        )
+    if run.soak:
+        s = run.soak
+        lines += [
+            "",
+            f"## Soak: the hot key for {s.seconds} s at {s.clients} clients",
+            "",
+            f"{_fmt(s.tps)} reservations/s over the soak (p50 {_fmt(s.p50_ms, 2)} ms, "
+            f"p99 {_fmt(s.p99_ms, 2)} ms), {s.reserved} units held, check_invariants: "
+            f"{s.invariant_violations} violations. Dead ratio of the pool partitions "
+            "(n_dead_tup / (n_live_tup + n_dead_tup), pg_stat_user_tables) every 10 s: "
+            f"max {s.max_dead_ratio:.1%}, mean {s.mean_dead_ratio:.1%}.",
+            "",
+        ]
+        rows = []
+        for i, sample in enumerate(s.samples):
+            tps = s.tps_by_interval[i] if i < len(s.tps_by_interval) else None
+            rows.append(
+                [
+                    f"{sample.elapsed:.0f}",
+                    str(sample.live),
+                    str(sample.dead),
+                    f"{sample.dead_ratio:.1%}",
+                    str(sample.autovacuums),
+                    _fmt(tps),
+                ]
+            )
+        lines += _md_table(["t s", "live", "dead", "dead ratio", "autovacuums", "reservations/s"], rows)
+    return "\n".join(lines) + "\n"
+
+
+def _verdict(passed: bool | None) -> str:
+    return "n/a" if passed is None else ("PASS" if passed else "FAIL")
+
+
+def chart(run: BenchRun, path: Path) -> None:
+    """Throughput against clients, and p99 on a log scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5.2))
+    for name in run.config.strategies:
+        cells = sorted(
+            (c for c in run.cells if c.kind == "strategy" and c.name == name), key=lambda c: c.clients
+        )
+        if not cells:
+            continue
+        style = {"linewidth": 1.6, "marker": "o", "markersize": 4}
+        if name == "ceiling":
+            style.update(color="black", linestyle="--")
+        if name == "stockpool":
+            style.update(linewidth=3.0, color="tab:red")
+        xs = [c.clients for c in cells]
+        left.plot(xs, [c.rate for c in cells], label=name, **style)
+        right.plot(xs, [c.p99_ms or float("nan") for c in cells], label=name, **style)
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(run.config.clients, [str(c) for c in run.config.clients])
+        ax.set_xlabel("clients")
+        ax.grid(True, which="both", alpha=0.3)
+    left.set_ylabel("reservations / s")
+    left.set_title("throughput, one hot key")
+    right.set_yscale("log")
+    right.set_ylabel("p99 latency, ms (log)")
+    right.set_title("p99 latency")
+    left.legend(fontsize=8)
+    m = run.machine
+    fig.suptitle(
+        f"stockpool bench {run.started[:10]}: {m.get('nproc')} CPUs, "
+        f"{str(m.get('server_version', '')).split(' on ')[0]}, {run.config.seconds} s per cell",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write(run: BenchRun, out: Path, publish: bool = False) -> list[Path]:
+    """bench-<stamp>.json/.md/.png under ``out``; with ``publish`` also results/published/."""
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = run.started.replace(":", "").replace("-", "").replace("+0000", "Z")[:15]
+    base = out / f"bench-{stamp}"
+    png = base.with_suffix(".png")
+    chart(run, png)
+    data = run.as_json()
+    data["bar"] = [{"check": c.name, "passed": c.passed, "detail": c.detail} for c in bar(run)]
+    json_path = base.with_suffix(".json")
+    json_path.write_text(json.dumps(data, indent=2) + "\n")
+    md_path = base.with_suffix(".md")
+    md_path.write_text(markdown(run, png.name))
+    paths = [json_path, md_path, png]
+    if publish:
+        target = out.parent / PUBLISHED if out.name != PUBLISHED else out
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(json_path, target / "bench.json")
+        shutil.copyfile(png, target / "bench.png")
+        (target / "bench.md").write_text(markdown(run, "bench.png"))
+        (target / "machine.md").write_text(machine_markdown(run))
+        paths += [target / "bench.json", target / "bench.md", target / "bench.png", target / "machine.md"]
+    return paths
+
+
+def machine_markdown(run: BenchRun) -> str:
+    m = run.machine
+    lines = ["# The machine of the published bench run", ""]
+    for key in (
+        "nproc",
+        "cpu_model",
+        "memory_gib",
+        "kernel",
+        "server_version",
+        "pgbench",
+        "python",
+        "git_commit",
+        "load_average_start",
+        "load_average_end",
+    ):
+        lines.append(f"- {key}: {m.get(key)}")
+    lines.append(f"- run: {run.started} to {run.finished}")
+    lines += ["", "Server settings:", ""]
+    lines += [f"- {k} = {v}" for k, v in (m.get("settings") or {}).items()]
+    return "\n".join(lines) + "\n"
+
+
+def print_summary(console: Console, run: BenchRun) -> None:
+    table = Table(title="strategies: one hot key, one unit per transaction (ratios to this run's ceiling)")
+    for name in STRATEGY_HEADER:
+        table.add_column(name.replace(" (share of active samples)", ""))
+    for row in _strategy_rows(run):
+        table.add_row(*row)
+    console.print(table)
+    checks = Table(title="the bar for stockpool.reserve_units")
+    for name in ("check", "result", "detail"):
+        checks.add_column(name)
+    for c in bar(run):
+        colour = {True: "green", False: "red", None: "yellow"}[c.passed]
+        checks.add_row(c.name, f"[{colour}]{_verdict(c.passed)}[/]", c.detail)
+    console.print(checks)
