@@ -80,7 +80,7 @@ SELECT lives_ok('SELECT stockpool.configure_pool(1, 1000, 1, 2, 0, 2)', 'cap 2, 
 SELECT is((SELECT pooled FROM stockpool.stock_levels WHERE (shop_id, item_id, location_id) = (1, 1000, 1)),
     3, 'a smaller cap does not take pooled units back');
 SELECT ok(stockpool.reserve_units(1, 1000, 1, 10, '00000000-0000-0000-0000-000000000501'),
-    'all 10 units can be held, including pooled units in buckets beyond the new count');
+    'all 10 units can be held after the bucket count shrank (pooled units keep their old buckets)');
 SELECT is_empty('SELECT * FROM stockpool.check_invariants()', 'invariants hold at the end');
 
 SELECT * FROM finish();
