@@ -69,6 +69,7 @@ DECLARE
     v_stock stockpool.stock;
     v_target bigint;
     v_taken integer;
+    v_expired integer;
 BEGIN
     PERFORM pg_catalog.pg_advisory_xact_lock(
         stockpool._key_lock_id(p_shop_id, p_item_id, p_location_id));
@@ -128,11 +129,46 @@ BEGIN
             AND d.ctid = picked.row_id;
         GET DIAGNOSTICS v_taken = ROW_COUNT;
         v_stock.allocated := v_stock.allocated - v_taken;
+        -- An overdue hold still counts in allocated until a sweep, but it is
+        -- not live and must not block a cycle count: expire it here. SKIP
+        -- LOCKED, not _expire_key's wait: this transaction holds the ledger
+        -- row, and a hold locked by its owner or a sweeper is being dealt
+        -- with already. Its units leave allocated as far as the new on_hand
+        -- needs; any surplus goes back to the pool.
+        IF v_target < v_stock.allocated THEN
+            WITH due AS (
+                SELECT h.checkout_id
+                FROM stockpool.holds AS h
+                WHERE h.shop_id = p_shop_id
+                    AND h.item_id = p_item_id
+                    AND h.location_id = p_location_id
+                    AND h.status = 'held'
+                    AND h.expires_at <= pg_catalog.now()
+                FOR UPDATE SKIP LOCKED
+            ),
+            expired AS (
+                UPDATE stockpool.holds AS h
+                SET status = 'expired',
+                    updated_at = pg_catalog.now()
+                FROM due
+                WHERE h.shop_id = p_shop_id
+                    AND h.checkout_id = due.checkout_id
+                    AND h.item_id = p_item_id
+                    AND h.location_id = p_location_id
+                RETURNING h.quantity
+            )
+            SELECT coalesce(pg_catalog.sum(expired.quantity), 0)::integer INTO v_expired
+            FROM expired;
+            v_taken := LEAST(v_expired, v_stock.allocated - v_target);
+            v_stock.allocated := v_stock.allocated - v_taken;
+            PERFORM stockpool._add_units(p_shop_id, p_item_id, p_location_id,
+                                         v_expired - v_taken, v_stock.buckets);
+        END IF;
         IF v_target < v_stock.allocated THEN
             RAISE EXCEPTION 'on hand of (shop %, item %, location %) cannot go below % units held by live holds or in-flight reservations (asked %)',
                 p_shop_id, p_item_id, p_location_id, v_stock.allocated, v_target
                 USING ERRCODE = 'SP002',
-                      HINT = 'Wait for holds to be claimed, released or expired, or sweep them, then retry.';
+                      HINT = 'Wait for holds to be claimed, released or to expire, then retry.';
         END IF;
     END IF;
 
