@@ -5,7 +5,7 @@
 -- waiting (pg_sleep does not move now()): expiry is simulated by moving
 -- holds.expires_at into the past as superuser.
 BEGIN;
-SELECT plan(76);
+SELECT plan(77);
 
 CREATE TEMPORARY VIEW snapshot AS
 SELECT 'stock' AS kind, s::text AS state FROM stockpool.stock AS s
@@ -47,6 +47,8 @@ SELECT throws_ok($$SELECT stockpool.reserve_units(1, 300, 1, 1, '00000000-0000-0
     '22023', NULL, 'ttl 0: 22023');
 SELECT throws_ok($$SELECT stockpool.reserve_units(1, 300, 1, 1, '00000000-0000-0000-0000-0000000000c1', '-1 minute')$$,
     '22023', NULL, 'negative ttl: 22023');
+SELECT throws_ok($$SELECT stockpool.reserve_units(1, 300, 1, 1, '00000000-0000-0000-0000-0000000000c1', '300000 years')$$,
+    '22008', NULL, 'ttl beyond the timestamp range: 22008');
 SELECT throws_ok($$SELECT stockpool.reserve_units(1, 399, 1, 1, '00000000-0000-0000-0000-0000000000c1')$$,
     'SP001', NULL, 'unknown item: SP001');
 SELECT throws_ok($$SELECT stockpool.reserve_units(2, 300, 1, 1, '00000000-0000-0000-0000-0000000000c1')$$,
