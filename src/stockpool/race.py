@@ -29,7 +29,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -674,120 +674,75 @@ def _soak_round(
         ]
 
 
+@dataclass(frozen=True)
+class SoakOptions:
+    """The soak's sizes and mix; every field has a CLI flag of the same name."""
+
+    shops: int = 4
+    items: int = 250
+    stock: int = 500
+    zipf: float = 1.1
+    cart_pct: int = 50
+    claim_pct: int = 70
+    release_pct: int = 20
+    ttl: int = 300
+    abandon_ttl: int = 2
+    hot_items: int = 5
+    check_every: float = 5.0
+
+    def validate(self, clients: int, duration: int) -> None:
+        """One clear line for the first bad soak flag."""
+        _validate(
+            clients=(clients, 1),
+            duration=(duration, 1),
+            shops=(self.shops, 1),
+            items=(self.items, 1),
+            stock=(self.stock, 1),
+            abandon_ttl=(self.abandon_ttl, 1),
+            ttl=(self.ttl, 1),
+            hot_items=(self.hot_items, 0),
+        )
+        if self.items >= ITEM_STRIDE:
+            raise StockpoolError(f"--items must be below {ITEM_STRIDE}, got {self.items}")
+        if not 1.001 <= self.zipf <= 1000:
+            raise StockpoolError(
+                f"--zipf must be between 1.001 and 1000 (pgbench random_zipfian), got {self.zipf}"
+            )
+        for name in ("cart_pct", "claim_pct", "release_pct"):
+            pct = getattr(self, name)
+            if not 0 <= pct <= 100:
+                raise StockpoolError(f"--{name.replace('_', '-')} must be between 0 and 100, got {pct}")
+        if self.claim_pct + self.release_pct > 100:
+            raise StockpoolError(
+                f"--claim-pct + --release-pct must be at most 100, got {self.claim_pct + self.release_pct}"
+            )
+        if self.check_every <= 0:
+            raise StockpoolError(f"--check-every must be positive, got {self.check_every}")
+
+
 def soak(
     dsn: str,
     clients: int = 64,
     duration: int = 60,
     *,
-    shops: int = 4,
-    items: int = 250,
-    stock: int = 500,
-    zipf: float = 1.1,
-    cart_pct: int = 50,
-    claim_pct: int = 70,
-    release_pct: int = 20,
-    ttl: int = 300,
-    abandon_ttl: int = 2,
-    hot_items: int = 5,
-    check_every: float = 5.0,
     harness: Harness | None = None,
+    **options: Any,
 ) -> RunReport:
     """D seconds of reserve / cart, then claim, release or abandon, over
-    shops x items keys with Zipf-hot items, with a sweeper and a replenisher."""
-    validate_soak(
-        clients,
-        duration,
-        shops=shops,
-        items=items,
-        stock=stock,
-        zipf=zipf,
-        cart_pct=cart_pct,
-        claim_pct=claim_pct,
-        release_pct=release_pct,
-        ttl=ttl,
-        abandon_ttl=abandon_ttl,
-        hot_items=hot_items,
-        check_every=check_every,
-    )
+    shops x items keys with Zipf-hot items, with a sweeper and a replenisher.
+    ``options`` are the fields of SoakOptions."""
+    opts = SoakOptions(**options)
+    opts.validate(clients, duration)
     with contextlib.ExitStack() as stack:
         h = harness or stack.enter_context(temporary_harness(dsn))
-        return _soak(
-            h,
-            clients,
-            duration,
-            shops,
-            items,
-            stock,
-            zipf,
-            cart_pct,
-            claim_pct,
-            release_pct,
-            ttl,
-            abandon_ttl,
-            hot_items,
-            check_every,
-        )
+        return _soak(h, clients, duration, opts)
     raise AssertionError("unreachable")
 
 
-def validate_soak(
-    clients: int,
-    duration: int,
-    *,
-    shops: int = 4,
-    items: int = 250,
-    stock: int = 500,
-    zipf: float = 1.1,
-    cart_pct: int = 50,
-    claim_pct: int = 70,
-    release_pct: int = 20,
-    ttl: int = 300,
-    abandon_ttl: int = 2,
-    hot_items: int = 5,
-    check_every: float = 5.0,
-) -> None:
-    """One clear line for the first bad soak flag."""
-    _validate(
-        clients=(clients, 1),
-        duration=(duration, 1),
-        shops=(shops, 1),
-        items=(items, 1),
-        stock=(stock, 1),
-        abandon_ttl=(abandon_ttl, 1),
-        ttl=(ttl, 1),
-        hot_items=(hot_items, 0),
-    )
-    if items >= ITEM_STRIDE:
-        raise StockpoolError(f"--items must be below {ITEM_STRIDE}, got {items}")
-    if not 1.001 <= zipf <= 1000:
-        raise StockpoolError(f"--zipf must be between 1.001 and 1000 (pgbench random_zipfian), got {zipf}")
-    for name, pct in (("cart_pct", cart_pct), ("claim_pct", claim_pct), ("release_pct", release_pct)):
-        if not 0 <= pct <= 100:
-            raise StockpoolError(f"--{name.replace('_', '-')} must be between 0 and 100, got {pct}")
-    if claim_pct + release_pct > 100:
-        raise StockpoolError(
-            f"--claim-pct + --release-pct must be at most 100, got {claim_pct + release_pct}"
-        )
-    if check_every <= 0:
-        raise StockpoolError(f"--check-every must be positive, got {check_every}")
-
-
-def _soak(
-    h: Harness,
-    clients: int,
-    duration: int,
-    shops: int,
-    items: int,
-    stock: int,
-    zipf: float,
-    cart_pct: int,
-    claim_pct: int,
-    release_pct: int,
-    ttl: int,
-    abandon_ttl: int,
-    hot_items: int,
-    check_every: float,
-) -> RunReport:
+def _soak(h: Harness, clients: int, duration: int, o: SoakOptions) -> RunReport:
+    shops, items, stock, zipf = o.shops, o.items, o.stock, o.zipf
+    cart_pct, claim_pct, release_pct = o.cart_pct, o.claim_pct, o.release_pct
+    ttl, abandon_ttl, hot_items, check_every = o.ttl, o.abandon_ttl, o.hot_items, o.check_every
     h.install()
     params: dict[str, Any] = {
         "clients": clients,
@@ -1020,7 +975,7 @@ class Plan:
     duration: int
     hot_clients: list[int]
     hot_duration: int
-    soak_options: dict[str, Any]
+    soak_options: SoakOptions
 
     @property
     def max_clients(self) -> int:
@@ -1049,7 +1004,7 @@ def make_plan(
     duration: int | None,
     hot_clients: str,
     hot_duration: int,
-    soak_options: dict[str, Any],
+    soak_options: SoakOptions,
 ) -> Plan:
     if shape not in SHAPES:
         raise StockpoolError(f"unknown --shape {shape!r}", hint=f"one of: {', '.join(SHAPES)}")
@@ -1121,7 +1076,7 @@ def run_plan(h: Harness, plan: Plan) -> list[RunReport]:
             assert result.report is not None
             reports.append(result.report)
         elif scenario == "soak":
-            reports.append(soak(h.dsn, plan.clients, plan.duration, harness=h, **plan.soak_options))
+            reports.append(soak(h.dsn, plan.clients, plan.duration, harness=h, **asdict(plan.soak_options)))
         else:
             reports.extend(hot(h.dsn, plan.hot_clients, plan.hot_duration, shape=plan.shape, harness=h))
     return reports
@@ -1225,17 +1180,17 @@ def command(
     try:
         if not 100 <= sample_ms <= 250:
             raise StockpoolError(f"--sample-ms must be between 100 and 250, got {sample_ms}")
-        soak_options: dict[str, Any] = {
-            "shops": shops,
-            "items": items,
-            "stock": stock,
-            "zipf": zipf,
-            "cart_pct": cart_pct,
-            "claim_pct": claim_pct,
-            "release_pct": release_pct,
-            "abandon_ttl": abandon_ttl,
-            "check_every": check_every,
-        }
+        soak_options = SoakOptions(
+            shops=shops,
+            items=items,
+            stock=stock,
+            zipf=zipf,
+            cart_pct=cart_pct,
+            claim_pct=claim_pct,
+            release_pct=release_pct,
+            abandon_ttl=abandon_ttl,
+            check_every=check_every,
+        )
         plan = make_plan(
             scenario,
             shape,
@@ -1249,7 +1204,7 @@ def command(
             soak_options,
         )
         if "soak" in plan.scenarios:  # validate the soak's flags before starting anything
-            validate_soak(clients, plan.duration, **soak_options)
+            soak_options.validate(clients, plan.duration)
         started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         with target(dsn, plan.max_clients) as (url, server_log, where):
             meta = {
