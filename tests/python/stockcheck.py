@@ -15,9 +15,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,12 +145,24 @@ def verify_outcomes(ops: Sequence[Op], holds: Sequence[HoldRow], moves: Sequence
     return problems
 
 
+@contextlib.contextmanager
+def _reading(conn: psycopg.Connection) -> Iterator[None]:
+    """Every read from one snapshot: a REPEATABLE READ transaction of its own,
+    or, inside the caller's open transaction, that one (negative controls
+    damage the data in a transaction, look, and roll back)."""
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        yield
+        return
+    with conn.transaction():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        yield
+
+
 def final_state(conn: psycopg.Connection, shop_id: int | None = None) -> FinalState:
     """Holds, claim movements and invariant violations, all from one snapshot."""
     shop_filter = "" if shop_id is None else " AND shop_id = %(shop)s"
     params = {"shop": shop_id}
-    with conn.transaction():
-        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    with _reading(conn):
         holds = [
             HoldRow(*r)
             for r in conn.execute(
@@ -202,8 +215,7 @@ def snapshot(conn: psycopg.Connection, shop_id: int | None = None) -> dict[str, 
     where = "" if shop_id is None else " WHERE shop_id = %(shop)s"
     params = {"shop": shop_id}
     out: dict[str, Any] = {}
-    with conn.transaction():
-        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    with _reading(conn):
         tables = [
             r[0]
             for r in conn.execute(
