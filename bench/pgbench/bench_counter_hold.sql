@@ -5,5 +5,5 @@ WITH took AS (
     WHERE key_id = 1 AND available >= 1
     RETURNING key_id
 )
-INSERT INTO bench.holds (checkout_id, key_id, quantity, expires_at)
-SELECT gen_random_uuid(), took.key_id, 1, now() + interval '15 minutes' FROM took;
+INSERT INTO bench.holds (shop_id, checkout_id, item_id, location_id, quantity, expires_at)
+SELECT 1, gen_random_uuid(), took.key_id, 1, 1, now() + interval '15 minutes' FROM took;

@@ -40,19 +40,30 @@ CREATE TABLE bench.counter (
     CONSTRAINT counter_pkey PRIMARY KEY (key_id)
 );
 
--- Holds written by counter_hold and pool: what a hold costs outside stockpool
--- (a key to find it again, an expiry index for the sweeper).
+-- Holds written by counter_hold and pool: the same row, key, checks and
+-- indexes as stockpool.holds, so that the strategies differ in how they claim
+-- units, not in what a hold costs to record.
 CREATE TABLE bench.holds (
+    shop_id bigint NOT NULL,
     checkout_id uuid NOT NULL,
-    key_id integer NOT NULL,
+    item_id bigint NOT NULL,
+    location_id bigint NOT NULL,
     quantity integer NOT NULL,
     status text NOT NULL DEFAULT 'held',
     expires_at timestamptz NOT NULL,
-    CONSTRAINT holds_pkey PRIMARY KEY (checkout_id)
+    created_at timestamptz NOT NULL DEFAULT now(),
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT holds_pkey PRIMARY KEY (shop_id, checkout_id, item_id, location_id),
+    CONSTRAINT holds_quantity_positive CHECK (quantity > 0),
+    CONSTRAINT holds_status_known CHECK (status IN ('held', 'claimed', 'released', 'expired'))
 );
 
 CREATE INDEX holds_expiry_idx
     ON bench.holds (expires_at)
+    WHERE status = 'held';
+
+CREATE INDEX holds_live_key_idx
+    ON bench.holds (shop_id, item_id, location_id, expires_at)
     WHERE status = 'held';
 
 -- skip_locked: one row per unit.
@@ -129,8 +140,8 @@ BEGIN
             FOR UPDATE SKIP LOCKED)
         RETURNING d.unit_id INTO v_unit;
         IF v_unit IS NOT NULL THEN
-            INSERT INTO bench.holds (checkout_id, key_id, quantity, expires_at)
-            VALUES (p_checkout_id, p_key_id, 1, now() + interval '15 minutes');
+            INSERT INTO bench.holds (shop_id, checkout_id, item_id, location_id, quantity, expires_at)
+            VALUES (1, p_checkout_id, p_key_id, 1, 1, now() + interval '15 minutes');
             RETURN true;
         END IF;
         PERFORM pg_advisory_xact_lock(p_key_id);

@@ -1,6 +1,10 @@
 -- _record_hold: write (or re-open) a checkout's hold on a key after its units
 -- were taken from the pool. The caller holds the checkout lock, so no other
 -- transaction writes this row meanwhile. Touches holds.
+-- PL/pgSQL, not SQL: PostgreSQL 15 parses and plans the body of a SQL
+-- function that cannot be inlined (an INSERT cannot) on every call, which cost
+-- a reservation about as much as everything else it does; PL/pgSQL keeps the
+-- plan for the session.
 CREATE OR REPLACE FUNCTION stockpool._record_hold(
     p_shop_id bigint,
     p_checkout_id uuid,
@@ -10,8 +14,9 @@ CREATE OR REPLACE FUNCTION stockpool._record_hold(
     p_ttl interval
 )
 RETURNS void
-LANGUAGE sql
+LANGUAGE plpgsql
 AS $function$
+BEGIN
     INSERT INTO stockpool.holds AS h
         (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at)
     VALUES
@@ -23,6 +28,7 @@ AS $function$
         expires_at = excluded.expires_at,
         created_at = pg_catalog.now(),
         updated_at = pg_catalog.now();
+END;
 $function$;
 
 COMMENT ON FUNCTION stockpool._record_hold(bigint, uuid, bigint, bigint, integer, interval) IS

@@ -1,12 +1,29 @@
 -- _refill: move free units (on_hand - allocated) of a key into its pool.
--- Tops the pool up to p_cap (default: the key's pool_cap), and to at least
--- p_min_extra units beyond what is pooled when a reservation needs them now.
+-- How full: p_cap when given (replenish_pool); otherwise the key's demand.
+-- The level is 20 seconds of what the pool gave out since the previous
+-- refill (units taken / seconds elapsed), at most twice the previous level
+-- (a sudden rush ramps up over a few refills instead of one huge insert),
+-- never below pool_cap nor above 262,144 units. A quiet key keeps a pool of
+-- pool_cap; a hot one gets a pool large enough that hundreds of concurrent
+-- claimers rarely meet on a unit, that refills stay seconds apart, and that
+-- the dead tuples claims leave between two autovacuum visits stay a small
+-- share of its partition. The level and the time are kept on the ledger row
+-- (pool_target, refilled_at) for the next refill's measurement. A
+-- reservation that needs units now gets at least p_min_extra beyond what is
+-- pooled.
 -- p_wait false: try the key's refill lock and give up at once if another
--- transaction is refilling (the low-water path must never queue).
--- p_low_water_only: do nothing while more than the key's low_water are pooled.
--- Locks, in this order: the key's transaction-scoped advisory lock, then the
--- ledger row FOR NO KEY UPDATE; both held to commit. Cost is independent of the
--- number of holds (allocated is a counter) and bounded by the pool cap.
+-- transaction is refilling (no buyer queues on a refill it does not need).
+-- p_low_water_only: do nothing while more than the refill mark are pooled:
+-- low_water for a key at its pool_cap, three quarters of the level for a
+-- demand-sized pool.
+-- That check must stay cheap on a pool of 100,000 units: up to 4,096 units
+-- it counts them (at most mark + 1), above that it counts one random bucket
+-- (at most mark / buckets + 1) and scales up, which is close enough because
+-- claims and refills spread units evenly over the buckets.
+-- Locks, in this order: the key's transaction-scoped advisory lock, then,
+-- only when it adds units, the ledger row FOR NO KEY UPDATE; both held to
+-- commit. Cost is independent of the number of holds (allocated is a
+-- counter); a check that finds the pool above its mark writes nothing.
 -- Returns units added. Touches stock, pool_units.
 CREATE OR REPLACE FUNCTION stockpool._refill(
     p_shop_id bigint,
@@ -21,9 +38,18 @@ RETURNS integer
 LANGUAGE plpgsql
 AS $function$
 DECLARE
+    -- Seconds of demand a pool holds, and the most it ever holds.
+    c_pool_seconds constant numeric := 20;
+    c_pool_max constant integer := 262144;
+    -- Above this mark the low-water check counts one bucket, not the pool.
+    c_exact_count constant integer := 4096;
     v_stock stockpool.stock;
-    v_cap integer;
+    v_level integer;
+    v_mark integer;
+    v_bucket integer;
     v_pooled integer;
+    v_seconds numeric;
+    v_target integer;
     v_add integer;
 BEGIN
     -- Cheap unlocked look first: nothing free means nothing to queue for.
@@ -44,6 +70,51 @@ BEGIN
         RETURN 0;
     END IF;
 
+    -- Count what is pooled before touching the ledger row, never more
+    -- entries than the decision needs.
+    v_level := GREATEST(v_stock.pool_cap, v_stock.pool_target);
+    -- For a key at its pool_cap the mark is its low_water; a demand-sized
+    -- pool is topped up by a quarter of its level at a time.
+    v_mark := GREATEST(v_stock.low_water,
+                       v_level - GREATEST(v_stock.pool_cap - v_stock.low_water, v_level / 4));
+    IF NOT p_low_water_only THEN
+        SELECT pg_catalog.count(*)::integer INTO v_pooled
+        FROM (
+            SELECT 1
+            FROM stockpool.pool_units AS u
+            WHERE u.shop_id = p_shop_id
+                AND u.item_id = p_item_id
+                AND u.location_id = p_location_id
+            LIMIT GREATEST(coalesce(p_cap, c_pool_max), p_min_extra)
+        ) AS live;
+    ELSIF v_mark <= c_exact_count THEN
+        SELECT pg_catalog.count(*)::integer INTO v_pooled
+        FROM (
+            SELECT 1
+            FROM stockpool.pool_units AS u
+            WHERE u.shop_id = p_shop_id
+                AND u.item_id = p_item_id
+                AND u.location_id = p_location_id
+            LIMIT v_mark + 1
+        ) AS live;
+    ELSE
+        v_bucket := pg_catalog.floor(pg_catalog.random() * v_stock.buckets)::integer;
+        SELECT pg_catalog.count(*)::integer * v_stock.buckets INTO v_pooled
+        FROM (
+            SELECT 1
+            FROM stockpool.pool_units AS u
+            WHERE u.shop_id = p_shop_id
+                AND u.item_id = p_item_id
+                AND u.location_id = p_location_id
+                AND u.bucket = v_bucket
+            LIMIT v_mark / v_stock.buckets + 1
+        ) AS live;
+    END IF;
+
+    IF p_low_water_only AND v_pooled > v_mark THEN
+        RETURN 0;
+    END IF;
+
     SELECT s.* INTO v_stock
     FROM stockpool.stock AS s
     WHERE s.shop_id = p_shop_id
@@ -51,25 +122,24 @@ BEGIN
         AND s.location_id = p_location_id
     FOR NO KEY UPDATE;
 
-    v_cap := coalesce(p_cap, v_stock.pool_cap);
-    -- Bounded count: never reads more than cap + needed live entries.
-    SELECT pg_catalog.count(*)::integer INTO v_pooled
-    FROM (
-        SELECT 1
-        FROM stockpool.pool_units AS u
-        WHERE u.shop_id = p_shop_id
-            AND u.item_id = p_item_id
-            AND u.location_id = p_location_id
-        LIMIT GREATEST(v_cap, p_min_extra)
-    ) AS live;
-
-    IF p_low_water_only AND v_pooled > v_stock.low_water THEN
-        RETURN 0;
+    IF p_cap IS NOT NULL THEN
+        v_target := p_cap;
+    ELSE
+        v_level := GREATEST(v_stock.pool_cap, v_stock.pool_target);
+        v_seconds := EXTRACT(EPOCH FROM pg_catalog.now() - v_stock.refilled_at);
+        IF v_seconds > 0 AND v_level > v_pooled THEN
+            -- What the pool gave out since it was filled to v_level, per second.
+            v_target := LEAST((v_level - v_pooled) / v_seconds * c_pool_seconds,
+                              2::numeric * v_level, c_pool_max)::integer;
+            v_target := GREATEST(v_target, v_stock.pool_cap);
+        ELSE
+            v_target := v_level;
+        END IF;
     END IF;
 
     v_add := LEAST(
         v_stock.on_hand - v_stock.allocated,
-        GREATEST(v_cap - v_pooled, p_min_extra)
+        GREATEST(v_target - v_pooled, p_min_extra)
     );
     IF v_add <= 0 THEN
         RETURN 0;
@@ -79,6 +149,8 @@ BEGIN
 
     UPDATE stockpool.stock AS s
     SET allocated = s.allocated + v_add,
+        pool_target = v_target,
+        refilled_at = pg_catalog.now(),
         updated_at = pg_catalog.now()
     WHERE s.shop_id = p_shop_id
         AND s.item_id = p_item_id
@@ -89,4 +161,4 @@ END;
 $function$;
 
 COMMENT ON FUNCTION stockpool._refill(bigint, bigint, bigint, integer, boolean, boolean, integer) IS
-'Internal: top a key''s pool up from free stock under its advisory refill lock.';
+'Internal: top a key''s pool up from free stock, sized by its demand, under its advisory refill lock.';

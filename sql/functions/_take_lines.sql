@@ -1,7 +1,9 @@
 -- _take_lines: take every unit of every line, or none.
 -- Lines must be sorted by (item_id, location_id), one line per key, keys known.
 -- 1. Fast path, in a subtransaction: per key, SKIP LOCKED take, and if the
---    pool is short a waiting refill of at least the shortfall, then take again.
+--    pool is short a refill of at least the shortfall (or, when another
+--    transaction is refilling the key, a wait for that refill to commit, on a
+--    shared session lock taken and dropped at once), then take again.
 -- 2. If any line is still short, the subtransaction is rolled back, which
 --    releases every pool row, refill lock and ledger row it took, and the near-
 --    sellout path runs with nothing held: first every key's overdue holds are
@@ -9,9 +11,9 @@
 --    then per key: wait for units locked by in-flight transactions (unit_id
 --    order), refill, take. Only if that is short too is the answer false.
 -- Lock order on both paths: keys in sorted order; within a key pool rows,
--- then the refill advisory lock, then the ledger row. Hold rows are waited on
--- only while no pool row, refill lock or ledger row is held (claim locks
--- holds, then ledger rows), so no wait can close a cycle.
+-- then the refill advisory lock (or the wait for it), then the ledger row.
+-- Hold rows are waited on only while no pool row, refill lock or ledger row
+-- is held (claim locks holds, then ledger rows), so no wait can close a cycle.
 -- Returns true with all units taken (deleted from the pool), false with no
 -- change at all. Touches pool_units, stock, holds.
 CREATE OR REPLACE FUNCTION stockpool._take_lines(
@@ -34,8 +36,18 @@ BEGIN
             v_got := stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                      p_quantities[v_i], p_buckets[v_i]);
             IF v_got < p_quantities[v_i] THEN
-                PERFORM stockpool._refill(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
-                                          p_quantities[v_i] - v_got, true, false);
+                -- Refill unless another transaction is refilling this key; then
+                -- wait for that refill to commit and look again. Waiters do not
+                -- queue for the refill lock itself: each would hold it to its
+                -- own commit, one after the other (a convoy that serialised
+                -- every buyer of a hot key whose pool ran dry).
+                IF stockpool._refill(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
+                                     p_quantities[v_i] - v_got, false, false) = 0 THEN
+                    PERFORM pg_catalog.pg_advisory_lock_shared(
+                        stockpool._key_lock_id(p_shop_id, p_item_ids[v_i], p_location_ids[v_i]));
+                    PERFORM pg_catalog.pg_advisory_unlock_shared(
+                        stockpool._key_lock_id(p_shop_id, p_item_ids[v_i], p_location_ids[v_i]));
+                END IF;
                 v_got := v_got + stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                                  p_quantities[v_i] - v_got, p_buckets[v_i]);
             END IF;

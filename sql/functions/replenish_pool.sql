@@ -17,6 +17,8 @@ LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $function$
+DECLARE
+    v_stock stockpool.stock;
 BEGIN
     IF p_shop_id IS NULL OR p_item_id IS NULL OR p_location_id IS NULL THEN
         RAISE EXCEPTION 'stockpool.replenish_pool: % must not be NULL',
@@ -29,8 +31,11 @@ BEGIN
         RAISE EXCEPTION 'stockpool.replenish_pool: p_cap must be positive, got %', p_cap
             USING ERRCODE = '22023';
     END IF;
-    PERFORM stockpool._stock_row(p_shop_id, p_item_id, p_location_id);
-    RETURN stockpool._refill(p_shop_id, p_item_id, p_location_id, 0, true, false, p_cap);
+    v_stock := stockpool._stock_row(p_shop_id, p_item_id, p_location_id);
+    -- An explicit level: without p_cap, the key's pool_cap (a refill on its
+    -- own sizes the pool by the key's demand instead).
+    RETURN stockpool._refill(p_shop_id, p_item_id, p_location_id, 0, true, false,
+                             coalesce(p_cap, v_stock.pool_cap));
 END;
 $function$;
 

@@ -2,13 +2,16 @@
 -- nothing, for p_ttl.
 -- Returns true when held (or already held by this checkout: a retry is a
 -- no-op), false when on hand minus live holds is less than the request.
--- Locks: the checkout lock, then pool rows FOR UPDATE SKIP LOCKED (never
--- waiting on other buyers); when the pool runs short, the key's refill lock
--- and ledger row; near sellout, a wait for units locked by in-flight
--- transactions and for expired holds being swept or ended by their owner
--- (see _take_lines). A single unit is taken without a
--- subtransaction. The pool is topped up in the background of a successful
--- take when it looks thin (try-lock only: nobody queues on a low-water refill).
+-- Locks: the checkout lock, then the checkout's new hold row (inserted
+-- first; inserting it doubles as the idempotency check), then pool rows FOR
+-- UPDATE SKIP LOCKED (never waiting on other buyers); when the pool runs
+-- short, the key's refill lock and ledger row; near sellout, a wait for units
+-- locked by in-flight transactions and for expired holds being swept or ended
+-- by their owner (see _take_lines). A single unit is taken in one statement
+-- with a cached plan and without a subtransaction. The pool is topped up
+-- after a successful take when it looks thin (sampled, try-lock only: nobody
+-- queues on a low-water refill). A refused request deletes the hold row it
+-- inserted, so it leaves nothing behind.
 -- Raises 22004 (NULL argument), 22023 (quantity <= 0, ttl <= 0),
 -- SP001 (unknown key), SP007 (checkout holds a different quantity).
 -- Touches pool_units, holds; stock only when refilling.
@@ -27,7 +30,6 @@ SET search_path = pg_catalog, pg_temp
 AS $function$
 DECLARE
     v_stock stockpool.stock;
-    v_got integer := 0;
 BEGIN
     IF p_shop_id IS NULL OR p_item_id IS NULL OR p_location_id IS NULL
         OR p_quantity IS NULL OR p_checkout_id IS NULL OR p_ttl IS NULL THEN
@@ -47,37 +49,78 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
 
-    v_stock := stockpool._stock_row(p_shop_id, p_item_id, p_location_id);
+    -- _stock_row inlined: a PL/pgSQL call costs about as much as the read.
+    SELECT s.* INTO v_stock
+    FROM stockpool.stock AS s
+    WHERE s.shop_id = p_shop_id
+        AND s.item_id = p_item_id
+        AND s.location_id = p_location_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown stock key (shop %, item %, location %)',
+            p_shop_id, p_item_id, p_location_id
+            USING ERRCODE = 'SP001',
+                  HINT = 'Create the key with stockpool.set_stock() first.';
+    END IF;
 
     PERFORM stockpool._lock_checkout(p_shop_id, p_checkout_id);
-    IF stockpool._existing_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
-                                p_quantity, p_ttl) THEN
+
+    IF p_quantity > v_stock.on_hand THEN
+        -- No new hold can be that big: only a retry of an old one succeeds.
+        RETURN stockpool._existing_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
+                                        p_quantity, p_ttl);
+    END IF;
+
+    -- The hold row goes in first, and inserting it is the idempotency check:
+    -- a row already there (a retry, or a hold to re-open) takes the careful
+    -- path below; a new one costs no separate look-up.
+    INSERT INTO stockpool.holds AS h
+        (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at)
+    VALUES
+        (p_shop_id, p_checkout_id, p_item_id, p_location_id, p_quantity, 'held',
+         pg_catalog.now() + p_ttl)
+    ON CONFLICT ON CONSTRAINT holds_pkey DO NOTHING;
+
+    IF NOT FOUND THEN
+        IF stockpool._existing_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
+                                    p_quantity, p_ttl) THEN
+            RETURN true;
+        END IF;
+        IF NOT stockpool._take_lines(p_shop_id, ARRAY[p_item_id], ARRAY[p_location_id],
+                                     ARRAY[p_quantity], ARRAY[v_stock.buckets]) THEN
+            RETURN false;
+        END IF;
+        PERFORM stockpool._record_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
+                                       p_quantity, p_ttl);
         RETURN true;
     END IF;
 
-    IF p_quantity > v_stock.on_hand THEN
-        RETURN false;
-    END IF;
-
-    IF p_quantity = 1 THEN
-        v_got := stockpool._take(p_shop_id, p_item_id, p_location_id, 1, v_stock.buckets);
-    END IF;
-
-    IF v_got = 1 THEN
-        -- Low-water refill, only when this key has free stock to move and the
-        -- pool has thinned; a try-lock, so no buyer ever queues here.
+    IF p_quantity = 1
+        AND stockpool._take(p_shop_id, p_item_id, p_location_id, 1, v_stock.buckets) = 1 THEN
+        -- Low-water refill, only when this key has free stock to move; a
+        -- try-lock, so no buyer ever queues here. Sampled: a check counts up
+        -- to the refill mark, so it runs about 16 times per mark's worth of
+        -- reservations, which keeps its cost per reservation flat whatever
+        -- the pool's size and still looks often before the pool runs dry.
         IF v_stock.on_hand > v_stock.allocated
-            AND pg_catalog.random() < 0.05 THEN
+            AND pg_catalog.random() * GREATEST(v_stock.low_water,
+                                               GREATEST(v_stock.pool_cap, v_stock.pool_target) / 2) < 16 THEN
             PERFORM stockpool._refill(p_shop_id, p_item_id, p_location_id, 0, false, true);
         END IF;
-    ELSIF NOT stockpool._take_lines(p_shop_id, ARRAY[p_item_id], ARRAY[p_location_id],
-                                    ARRAY[p_quantity], ARRAY[v_stock.buckets]) THEN
-        RETURN false;
+        RETURN true;
     END IF;
 
-    PERFORM stockpool._record_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
-                                   p_quantity, p_ttl);
-    RETURN true;
+    IF stockpool._take_lines(p_shop_id, ARRAY[p_item_id], ARRAY[p_location_id],
+                             ARRAY[p_quantity], ARRAY[v_stock.buckets]) THEN
+        RETURN true;
+    END IF;
+
+    -- Not enough stock: the new hold row goes again, nothing is left behind.
+    DELETE FROM stockpool.holds AS h
+    WHERE h.shop_id = p_shop_id
+        AND h.checkout_id = p_checkout_id
+        AND h.item_id = p_item_id
+        AND h.location_id = p_location_id;
+    RETURN false;
 END;
 $function$;
 

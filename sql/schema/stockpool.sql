@@ -378,8 +378,9 @@ COMMENT ON FUNCTION stockpool._null_args(p_names text[], p_is_null boolean[]) IS
 --
 
 CREATE FUNCTION stockpool._record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval) RETURNS void
-    LANGUAGE sql
+    LANGUAGE plpgsql
     AS $$
+BEGIN
     INSERT INTO stockpool.holds AS h
         (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at)
     VALUES
@@ -391,6 +392,7 @@ CREATE FUNCTION stockpool._record_hold(p_shop_id bigint, p_checkout_id uuid, p_i
         expires_at = excluded.expires_at,
         created_at = pg_catalog.now(),
         updated_at = pg_catalog.now();
+END;
 $$;
 
 ALTER FUNCTION stockpool._record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval) OWNER TO stockpool_owner;
@@ -409,9 +411,18 @@ CREATE FUNCTION stockpool._refill(p_shop_id bigint, p_item_id bigint, p_location
     LANGUAGE plpgsql
     AS $$
 DECLARE
+    -- Seconds of demand a pool holds, and the most it ever holds.
+    c_pool_seconds constant numeric := 20;
+    c_pool_max constant integer := 262144;
+    -- Above this mark the low-water check counts one bucket, not the pool.
+    c_exact_count constant integer := 4096;
     v_stock stockpool.stock;
-    v_cap integer;
+    v_level integer;
+    v_mark integer;
+    v_bucket integer;
     v_pooled integer;
+    v_seconds numeric;
+    v_target integer;
     v_add integer;
 BEGIN
     -- Cheap unlocked look first: nothing free means nothing to queue for.
@@ -432,6 +443,51 @@ BEGIN
         RETURN 0;
     END IF;
 
+    -- Count what is pooled before touching the ledger row, never more
+    -- entries than the decision needs.
+    v_level := GREATEST(v_stock.pool_cap, v_stock.pool_target);
+    -- For a key at its pool_cap the mark is its low_water; a demand-sized
+    -- pool is topped up by a quarter of its level at a time.
+    v_mark := GREATEST(v_stock.low_water,
+                       v_level - GREATEST(v_stock.pool_cap - v_stock.low_water, v_level / 4));
+    IF NOT p_low_water_only THEN
+        SELECT pg_catalog.count(*)::integer INTO v_pooled
+        FROM (
+            SELECT 1
+            FROM stockpool.pool_units AS u
+            WHERE u.shop_id = p_shop_id
+                AND u.item_id = p_item_id
+                AND u.location_id = p_location_id
+            LIMIT GREATEST(coalesce(p_cap, c_pool_max), p_min_extra)
+        ) AS live;
+    ELSIF v_mark <= c_exact_count THEN
+        SELECT pg_catalog.count(*)::integer INTO v_pooled
+        FROM (
+            SELECT 1
+            FROM stockpool.pool_units AS u
+            WHERE u.shop_id = p_shop_id
+                AND u.item_id = p_item_id
+                AND u.location_id = p_location_id
+            LIMIT v_mark + 1
+        ) AS live;
+    ELSE
+        v_bucket := pg_catalog.floor(pg_catalog.random() * v_stock.buckets)::integer;
+        SELECT pg_catalog.count(*)::integer * v_stock.buckets INTO v_pooled
+        FROM (
+            SELECT 1
+            FROM stockpool.pool_units AS u
+            WHERE u.shop_id = p_shop_id
+                AND u.item_id = p_item_id
+                AND u.location_id = p_location_id
+                AND u.bucket = v_bucket
+            LIMIT v_mark / v_stock.buckets + 1
+        ) AS live;
+    END IF;
+
+    IF p_low_water_only AND v_pooled > v_mark THEN
+        RETURN 0;
+    END IF;
+
     SELECT s.* INTO v_stock
     FROM stockpool.stock AS s
     WHERE s.shop_id = p_shop_id
@@ -439,25 +495,24 @@ BEGIN
         AND s.location_id = p_location_id
     FOR NO KEY UPDATE;
 
-    v_cap := coalesce(p_cap, v_stock.pool_cap);
-    -- Bounded count: never reads more than cap + needed live entries.
-    SELECT pg_catalog.count(*)::integer INTO v_pooled
-    FROM (
-        SELECT 1
-        FROM stockpool.pool_units AS u
-        WHERE u.shop_id = p_shop_id
-            AND u.item_id = p_item_id
-            AND u.location_id = p_location_id
-        LIMIT GREATEST(v_cap, p_min_extra)
-    ) AS live;
-
-    IF p_low_water_only AND v_pooled > v_stock.low_water THEN
-        RETURN 0;
+    IF p_cap IS NOT NULL THEN
+        v_target := p_cap;
+    ELSE
+        v_level := GREATEST(v_stock.pool_cap, v_stock.pool_target);
+        v_seconds := EXTRACT(EPOCH FROM pg_catalog.now() - v_stock.refilled_at);
+        IF v_seconds > 0 AND v_level > v_pooled THEN
+            -- What the pool gave out since it was filled to v_level, per second.
+            v_target := LEAST((v_level - v_pooled) / v_seconds * c_pool_seconds,
+                              2::numeric * v_level, c_pool_max)::integer;
+            v_target := GREATEST(v_target, v_stock.pool_cap);
+        ELSE
+            v_target := v_level;
+        END IF;
     END IF;
 
     v_add := LEAST(
         v_stock.on_hand - v_stock.allocated,
-        GREATEST(v_cap - v_pooled, p_min_extra)
+        GREATEST(v_target - v_pooled, p_min_extra)
     );
     IF v_add <= 0 THEN
         RETURN 0;
@@ -467,6 +522,8 @@ BEGIN
 
     UPDATE stockpool.stock AS s
     SET allocated = s.allocated + v_add,
+        pool_target = v_target,
+        refilled_at = pg_catalog.now(),
         updated_at = pg_catalog.now()
     WHERE s.shop_id = p_shop_id
         AND s.item_id = p_item_id
@@ -482,7 +539,7 @@ ALTER FUNCTION stockpool._refill(p_shop_id bigint, p_item_id bigint, p_location_
 -- Name: FUNCTION _refill(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_min_extra integer, p_wait boolean, p_low_water_only boolean, p_cap integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON FUNCTION stockpool._refill(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_min_extra integer, p_wait boolean, p_low_water_only boolean, p_cap integer) IS 'Internal: top a key''s pool up from free stock under its advisory refill lock.';
+COMMENT ON FUNCTION stockpool._refill(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_min_extra integer, p_wait boolean, p_low_water_only boolean, p_cap integer) IS 'Internal: top a key''s pool up from free stock, sized by its demand, under its advisory refill lock.';
 
 SET default_tablespace = '';
 
@@ -503,15 +560,30 @@ CREATE TABLE stockpool.stock (
     buckets integer DEFAULT 64 NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    pool_target integer DEFAULT 0 NOT NULL,
+    refilled_at timestamp with time zone,
     CONSTRAINT stock_allocated_nonnegative CHECK ((allocated >= 0)),
     CONSTRAINT stock_allocated_within_on_hand CHECK ((allocated <= on_hand)),
     CONSTRAINT stock_buckets_range CHECK (((buckets >= 1) AND (buckets <= 1024))),
     CONSTRAINT stock_low_water_within_cap CHECK (((low_water >= 0) AND (low_water < pool_cap))),
     CONSTRAINT stock_on_hand_nonnegative CHECK ((on_hand >= 0)),
-    CONSTRAINT stock_pool_cap_positive CHECK ((pool_cap > 0))
+    CONSTRAINT stock_pool_cap_positive CHECK ((pool_cap > 0)),
+    CONSTRAINT stock_pool_target_nonnegative CHECK ((pool_target >= 0))
 );
 
 ALTER TABLE stockpool.stock OWNER TO stockpool_owner;
+
+--
+-- Name: COLUMN stock.pool_target; Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON COLUMN stockpool.stock.pool_target IS 'Fill level the last refill aimed at, sized by demand (0: never refilled); the pool is filled to at least pool_cap.';
+
+--
+-- Name: COLUMN stock.refilled_at; Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON COLUMN stockpool.stock.refilled_at IS 'When the key''s pool was last refilled; with pool_target it measures the key''s demand.';
 
 --
 -- Name: _stock_row(bigint, bigint, bigint); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -552,52 +624,280 @@ COMMENT ON FUNCTION stockpool._stock_row(p_shop_id bigint, p_item_id bigint, p_l
 
 CREATE FUNCTION stockpool._take(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer) RETURNS integer
     LANGUAGE plpgsql
-    AS $$
+    AS $_$
+-- Generated by sql/functions/_take.sql from the partitions of
+-- stockpool.pool_units (one leaf per claim); read that file, not this body.
 DECLARE
     v_start integer := pg_catalog.floor(pg_catalog.random() * p_buckets)::integer;
     v_got integer;
     v_more integer;
 BEGIN
-    WITH picked AS (
-        SELECT u.ctid AS row_id
-        FROM stockpool.pool_units AS u
-        WHERE u.shop_id = p_shop_id
-            AND u.item_id = p_item_id
-            AND u.location_id = p_location_id
-            AND u.bucket >= v_start
-        ORDER BY u.bucket, u.unit_id
-        LIMIT p_quantity
-        FOR UPDATE SKIP LOCKED
-    )
-    DELETE FROM stockpool.pool_units AS d
-    USING picked
-    WHERE d.shop_id = p_shop_id
-        AND d.ctid = picked.row_id;
-    GET DIAGNOSTICS v_got = ROW_COUNT;
+    IF p_quantity = 1 THEN
+        CASE (((pg_catalog.hashint8extended(p_shop_id, 8816678312871386365) & 7) + 3) & 7)::integer
+        WHEN 0 THEN
+            DELETE FROM stockpool.pool_units_p0 AS d
+            WHERE d.ctid = (
+                    SELECT u.ctid
+                    FROM stockpool.pool_units_p0 AS u
+                    WHERE u.shop_id = p_shop_id
+                        AND u.item_id = p_item_id
+                        AND u.location_id = p_location_id
+                        AND u.bucket >= v_start
+                    ORDER BY u.bucket, u.unit_id
+                    LIMIT 1
+                    FOR UPDATE SKIP LOCKED
+                );
+            IF NOT FOUND AND v_start > 0 THEN
+                DELETE FROM stockpool.pool_units_p0 AS d
+                WHERE d.ctid = (
+                        SELECT u.ctid
+                        FROM stockpool.pool_units_p0 AS u
+                        WHERE u.shop_id = p_shop_id
+                            AND u.item_id = p_item_id
+                            AND u.location_id = p_location_id
+                            AND u.bucket < v_start
+                        ORDER BY u.bucket, u.unit_id
+                        LIMIT 1
+                        FOR UPDATE SKIP LOCKED
+                    );
+            END IF;
+        WHEN 1 THEN
+            DELETE FROM stockpool.pool_units_p1 AS d
+            WHERE d.ctid = (
+                    SELECT u.ctid
+                    FROM stockpool.pool_units_p1 AS u
+                    WHERE u.shop_id = p_shop_id
+                        AND u.item_id = p_item_id
+                        AND u.location_id = p_location_id
+                        AND u.bucket >= v_start
+                    ORDER BY u.bucket, u.unit_id
+                    LIMIT 1
+                    FOR UPDATE SKIP LOCKED
+                );
+            IF NOT FOUND AND v_start > 0 THEN
+                DELETE FROM stockpool.pool_units_p1 AS d
+                WHERE d.ctid = (
+                        SELECT u.ctid
+                        FROM stockpool.pool_units_p1 AS u
+                        WHERE u.shop_id = p_shop_id
+                            AND u.item_id = p_item_id
+                            AND u.location_id = p_location_id
+                            AND u.bucket < v_start
+                        ORDER BY u.bucket, u.unit_id
+                        LIMIT 1
+                        FOR UPDATE SKIP LOCKED
+                    );
+            END IF;
+        WHEN 2 THEN
+            DELETE FROM stockpool.pool_units_p2 AS d
+            WHERE d.ctid = (
+                    SELECT u.ctid
+                    FROM stockpool.pool_units_p2 AS u
+                    WHERE u.shop_id = p_shop_id
+                        AND u.item_id = p_item_id
+                        AND u.location_id = p_location_id
+                        AND u.bucket >= v_start
+                    ORDER BY u.bucket, u.unit_id
+                    LIMIT 1
+                    FOR UPDATE SKIP LOCKED
+                );
+            IF NOT FOUND AND v_start > 0 THEN
+                DELETE FROM stockpool.pool_units_p2 AS d
+                WHERE d.ctid = (
+                        SELECT u.ctid
+                        FROM stockpool.pool_units_p2 AS u
+                        WHERE u.shop_id = p_shop_id
+                            AND u.item_id = p_item_id
+                            AND u.location_id = p_location_id
+                            AND u.bucket < v_start
+                        ORDER BY u.bucket, u.unit_id
+                        LIMIT 1
+                        FOR UPDATE SKIP LOCKED
+                    );
+            END IF;
+        WHEN 3 THEN
+            DELETE FROM stockpool.pool_units_p3 AS d
+            WHERE d.ctid = (
+                    SELECT u.ctid
+                    FROM stockpool.pool_units_p3 AS u
+                    WHERE u.shop_id = p_shop_id
+                        AND u.item_id = p_item_id
+                        AND u.location_id = p_location_id
+                        AND u.bucket >= v_start
+                    ORDER BY u.bucket, u.unit_id
+                    LIMIT 1
+                    FOR UPDATE SKIP LOCKED
+                );
+            IF NOT FOUND AND v_start > 0 THEN
+                DELETE FROM stockpool.pool_units_p3 AS d
+                WHERE d.ctid = (
+                        SELECT u.ctid
+                        FROM stockpool.pool_units_p3 AS u
+                        WHERE u.shop_id = p_shop_id
+                            AND u.item_id = p_item_id
+                            AND u.location_id = p_location_id
+                            AND u.bucket < v_start
+                        ORDER BY u.bucket, u.unit_id
+                        LIMIT 1
+                        FOR UPDATE SKIP LOCKED
+                    );
+            END IF;
+        WHEN 4 THEN
+            DELETE FROM stockpool.pool_units_p4 AS d
+            WHERE d.ctid = (
+                    SELECT u.ctid
+                    FROM stockpool.pool_units_p4 AS u
+                    WHERE u.shop_id = p_shop_id
+                        AND u.item_id = p_item_id
+                        AND u.location_id = p_location_id
+                        AND u.bucket >= v_start
+                    ORDER BY u.bucket, u.unit_id
+                    LIMIT 1
+                    FOR UPDATE SKIP LOCKED
+                );
+            IF NOT FOUND AND v_start > 0 THEN
+                DELETE FROM stockpool.pool_units_p4 AS d
+                WHERE d.ctid = (
+                        SELECT u.ctid
+                        FROM stockpool.pool_units_p4 AS u
+                        WHERE u.shop_id = p_shop_id
+                            AND u.item_id = p_item_id
+                            AND u.location_id = p_location_id
+                            AND u.bucket < v_start
+                        ORDER BY u.bucket, u.unit_id
+                        LIMIT 1
+                        FOR UPDATE SKIP LOCKED
+                    );
+            END IF;
+        WHEN 5 THEN
+            DELETE FROM stockpool.pool_units_p5 AS d
+            WHERE d.ctid = (
+                    SELECT u.ctid
+                    FROM stockpool.pool_units_p5 AS u
+                    WHERE u.shop_id = p_shop_id
+                        AND u.item_id = p_item_id
+                        AND u.location_id = p_location_id
+                        AND u.bucket >= v_start
+                    ORDER BY u.bucket, u.unit_id
+                    LIMIT 1
+                    FOR UPDATE SKIP LOCKED
+                );
+            IF NOT FOUND AND v_start > 0 THEN
+                DELETE FROM stockpool.pool_units_p5 AS d
+                WHERE d.ctid = (
+                        SELECT u.ctid
+                        FROM stockpool.pool_units_p5 AS u
+                        WHERE u.shop_id = p_shop_id
+                            AND u.item_id = p_item_id
+                            AND u.location_id = p_location_id
+                            AND u.bucket < v_start
+                        ORDER BY u.bucket, u.unit_id
+                        LIMIT 1
+                        FOR UPDATE SKIP LOCKED
+                    );
+            END IF;
+        WHEN 6 THEN
+            DELETE FROM stockpool.pool_units_p6 AS d
+            WHERE d.ctid = (
+                    SELECT u.ctid
+                    FROM stockpool.pool_units_p6 AS u
+                    WHERE u.shop_id = p_shop_id
+                        AND u.item_id = p_item_id
+                        AND u.location_id = p_location_id
+                        AND u.bucket >= v_start
+                    ORDER BY u.bucket, u.unit_id
+                    LIMIT 1
+                    FOR UPDATE SKIP LOCKED
+                );
+            IF NOT FOUND AND v_start > 0 THEN
+                DELETE FROM stockpool.pool_units_p6 AS d
+                WHERE d.ctid = (
+                        SELECT u.ctid
+                        FROM stockpool.pool_units_p6 AS u
+                        WHERE u.shop_id = p_shop_id
+                            AND u.item_id = p_item_id
+                            AND u.location_id = p_location_id
+                            AND u.bucket < v_start
+                        ORDER BY u.bucket, u.unit_id
+                        LIMIT 1
+                        FOR UPDATE SKIP LOCKED
+                    );
+            END IF;
+        WHEN 7 THEN
+            DELETE FROM stockpool.pool_units_p7 AS d
+            WHERE d.ctid = (
+                    SELECT u.ctid
+                    FROM stockpool.pool_units_p7 AS u
+                    WHERE u.shop_id = p_shop_id
+                        AND u.item_id = p_item_id
+                        AND u.location_id = p_location_id
+                        AND u.bucket >= v_start
+                    ORDER BY u.bucket, u.unit_id
+                    LIMIT 1
+                    FOR UPDATE SKIP LOCKED
+                );
+            IF NOT FOUND AND v_start > 0 THEN
+                DELETE FROM stockpool.pool_units_p7 AS d
+                WHERE d.ctid = (
+                        SELECT u.ctid
+                        FROM stockpool.pool_units_p7 AS u
+                        WHERE u.shop_id = p_shop_id
+                            AND u.item_id = p_item_id
+                            AND u.location_id = p_location_id
+                            AND u.bucket < v_start
+                        ORDER BY u.bucket, u.unit_id
+                        LIMIT 1
+                        FOR UPDATE SKIP LOCKED
+                    );
+            END IF;
+        END CASE;
+        RETURN CASE WHEN FOUND THEN 1 ELSE 0 END;
+    END IF;
 
-    IF v_got < p_quantity AND v_start > 0 THEN
+    EXECUTE $sql$
         WITH picked AS (
             SELECT u.ctid AS row_id
             FROM stockpool.pool_units AS u
-            WHERE u.shop_id = p_shop_id
-                AND u.item_id = p_item_id
-                AND u.location_id = p_location_id
-                AND u.bucket < v_start
+            WHERE u.shop_id = $1
+                AND u.item_id = $2
+                AND u.location_id = $3
+                AND u.bucket >= $4
             ORDER BY u.bucket, u.unit_id
-            LIMIT p_quantity - v_got
+            LIMIT $5
             FOR UPDATE SKIP LOCKED
         )
         DELETE FROM stockpool.pool_units AS d
         USING picked
-        WHERE d.shop_id = p_shop_id
-            AND d.ctid = picked.row_id;
+        WHERE d.shop_id = $1
+            AND d.ctid = picked.row_id
+    $sql$ USING p_shop_id, p_item_id, p_location_id, v_start, p_quantity;
+    GET DIAGNOSTICS v_got = ROW_COUNT;
+
+    IF v_got < p_quantity AND v_start > 0 THEN
+        EXECUTE $sql$
+            WITH picked AS (
+                SELECT u.ctid AS row_id
+                FROM stockpool.pool_units AS u
+                WHERE u.shop_id = $1
+                    AND u.item_id = $2
+                    AND u.location_id = $3
+                    AND u.bucket < $4
+                ORDER BY u.bucket, u.unit_id
+                LIMIT $5
+                FOR UPDATE SKIP LOCKED
+            )
+            DELETE FROM stockpool.pool_units AS d
+            USING picked
+            WHERE d.shop_id = $1
+                AND d.ctid = picked.row_id
+        $sql$ USING p_shop_id, p_item_id, p_location_id, v_start, p_quantity - v_got;
         GET DIAGNOSTICS v_more = ROW_COUNT;
         v_got := v_got + v_more;
     END IF;
 
     RETURN v_got;
 END;
-$$;
+$_$;
 
 ALTER FUNCTION stockpool._take(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer) OWNER TO stockpool_owner;
 
@@ -624,8 +924,18 @@ BEGIN
             v_got := stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                      p_quantities[v_i], p_buckets[v_i]);
             IF v_got < p_quantities[v_i] THEN
-                PERFORM stockpool._refill(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
-                                          p_quantities[v_i] - v_got, true, false);
+                -- Refill unless another transaction is refilling this key; then
+                -- wait for that refill to commit and look again. Waiters do not
+                -- queue for the refill lock itself: each would hold it to its
+                -- own commit, one after the other (a convoy that serialised
+                -- every buyer of a hot key whose pool ran dry).
+                IF stockpool._refill(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
+                                     p_quantities[v_i] - v_got, false, false) = 0 THEN
+                    PERFORM pg_catalog.pg_advisory_lock_shared(
+                        stockpool._key_lock_id(p_shop_id, p_item_ids[v_i], p_location_ids[v_i]));
+                    PERFORM pg_catalog.pg_advisory_unlock_shared(
+                        stockpool._key_lock_id(p_shop_id, p_item_ids[v_i], p_location_ids[v_i]));
+                END IF;
                 v_got := v_got + stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                                  p_quantities[v_i] - v_got, p_buckets[v_i]);
             END IF;
@@ -1089,6 +1399,8 @@ CREATE FUNCTION stockpool.replenish_pool(p_shop_id bigint, p_item_id bigint, p_l
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+DECLARE
+    v_stock stockpool.stock;
 BEGIN
     IF p_shop_id IS NULL OR p_item_id IS NULL OR p_location_id IS NULL THEN
         RAISE EXCEPTION 'stockpool.replenish_pool: % must not be NULL',
@@ -1101,8 +1413,11 @@ BEGIN
         RAISE EXCEPTION 'stockpool.replenish_pool: p_cap must be positive, got %', p_cap
             USING ERRCODE = '22023';
     END IF;
-    PERFORM stockpool._stock_row(p_shop_id, p_item_id, p_location_id);
-    RETURN stockpool._refill(p_shop_id, p_item_id, p_location_id, 0, true, false, p_cap);
+    v_stock := stockpool._stock_row(p_shop_id, p_item_id, p_location_id);
+    -- An explicit level: without p_cap, the key's pool_cap (a refill on its
+    -- own sizes the pool by the key's demand instead).
+    RETURN stockpool._refill(p_shop_id, p_item_id, p_location_id, 0, true, false,
+                             coalesce(p_cap, v_stock.pool_cap));
 END;
 $$;
 
@@ -1245,7 +1560,6 @@ CREATE FUNCTION stockpool.reserve_units(p_shop_id bigint, p_item_id bigint, p_lo
     AS $$
 DECLARE
     v_stock stockpool.stock;
-    v_got integer := 0;
 BEGIN
     IF p_shop_id IS NULL OR p_item_id IS NULL OR p_location_id IS NULL
         OR p_quantity IS NULL OR p_checkout_id IS NULL OR p_ttl IS NULL THEN
@@ -1265,37 +1579,78 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
 
-    v_stock := stockpool._stock_row(p_shop_id, p_item_id, p_location_id);
+    -- _stock_row inlined: a PL/pgSQL call costs about as much as the read.
+    SELECT s.* INTO v_stock
+    FROM stockpool.stock AS s
+    WHERE s.shop_id = p_shop_id
+        AND s.item_id = p_item_id
+        AND s.location_id = p_location_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown stock key (shop %, item %, location %)',
+            p_shop_id, p_item_id, p_location_id
+            USING ERRCODE = 'SP001',
+                  HINT = 'Create the key with stockpool.set_stock() first.';
+    END IF;
 
     PERFORM stockpool._lock_checkout(p_shop_id, p_checkout_id);
-    IF stockpool._existing_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
-                                p_quantity, p_ttl) THEN
+
+    IF p_quantity > v_stock.on_hand THEN
+        -- No new hold can be that big: only a retry of an old one succeeds.
+        RETURN stockpool._existing_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
+                                        p_quantity, p_ttl);
+    END IF;
+
+    -- The hold row goes in first, and inserting it is the idempotency check:
+    -- a row already there (a retry, or a hold to re-open) takes the careful
+    -- path below; a new one costs no separate look-up.
+    INSERT INTO stockpool.holds AS h
+        (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at)
+    VALUES
+        (p_shop_id, p_checkout_id, p_item_id, p_location_id, p_quantity, 'held',
+         pg_catalog.now() + p_ttl)
+    ON CONFLICT ON CONSTRAINT holds_pkey DO NOTHING;
+
+    IF NOT FOUND THEN
+        IF stockpool._existing_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
+                                    p_quantity, p_ttl) THEN
+            RETURN true;
+        END IF;
+        IF NOT stockpool._take_lines(p_shop_id, ARRAY[p_item_id], ARRAY[p_location_id],
+                                     ARRAY[p_quantity], ARRAY[v_stock.buckets]) THEN
+            RETURN false;
+        END IF;
+        PERFORM stockpool._record_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
+                                       p_quantity, p_ttl);
         RETURN true;
     END IF;
 
-    IF p_quantity > v_stock.on_hand THEN
-        RETURN false;
-    END IF;
-
-    IF p_quantity = 1 THEN
-        v_got := stockpool._take(p_shop_id, p_item_id, p_location_id, 1, v_stock.buckets);
-    END IF;
-
-    IF v_got = 1 THEN
-        -- Low-water refill, only when this key has free stock to move and the
-        -- pool has thinned; a try-lock, so no buyer ever queues here.
+    IF p_quantity = 1
+        AND stockpool._take(p_shop_id, p_item_id, p_location_id, 1, v_stock.buckets) = 1 THEN
+        -- Low-water refill, only when this key has free stock to move; a
+        -- try-lock, so no buyer ever queues here. Sampled: a check counts up
+        -- to the refill mark, so it runs about 16 times per mark's worth of
+        -- reservations, which keeps its cost per reservation flat whatever
+        -- the pool's size and still looks often before the pool runs dry.
         IF v_stock.on_hand > v_stock.allocated
-            AND pg_catalog.random() < 0.05 THEN
+            AND pg_catalog.random() * GREATEST(v_stock.low_water,
+                                               GREATEST(v_stock.pool_cap, v_stock.pool_target) / 2) < 16 THEN
             PERFORM stockpool._refill(p_shop_id, p_item_id, p_location_id, 0, false, true);
         END IF;
-    ELSIF NOT stockpool._take_lines(p_shop_id, ARRAY[p_item_id], ARRAY[p_location_id],
-                                    ARRAY[p_quantity], ARRAY[v_stock.buckets]) THEN
-        RETURN false;
+        RETURN true;
     END IF;
 
-    PERFORM stockpool._record_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
-                                   p_quantity, p_ttl);
-    RETURN true;
+    IF stockpool._take_lines(p_shop_id, ARRAY[p_item_id], ARRAY[p_location_id],
+                             ARRAY[p_quantity], ARRAY[v_stock.buckets]) THEN
+        RETURN true;
+    END IF;
+
+    -- Not enough stock: the new hold row goes again, nothing is left behind.
+    DELETE FROM stockpool.holds AS h
+    WHERE h.shop_id = p_shop_id
+        AND h.checkout_id = p_checkout_id
+        AND h.item_id = p_item_id
+        AND h.location_id = p_location_id;
+    RETURN false;
 END;
 $$;
 
