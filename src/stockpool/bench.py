@@ -43,8 +43,10 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from stockpool import cluster as clusters
+from stockpool import pgbench
 from stockpool.deploy import deploy
 from stockpool.errors import StockpoolError
+from stockpool.sampler import WaitSampler
 
 BENCH_DIR = Path(__file__).resolve().parents[2] / "bench" / "pgbench"
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
@@ -214,16 +216,17 @@ class BenchRun:
 
 
 @dataclass
-class PgbenchResult:
+class CellRun:
+    """What one pgbench cell did, read from its output and per-transaction logs."""
+
     transactions: int
     tps: float
     failed: int
     retried: int
     retries: int
     aborted: int
-    latencies_us: list[int]
-    intervals: dict[int, int]
-    output: str
+    log: pgbench.TxnLog
+    per_interval: list[int]
 
 
 def _int(pattern: str, text: str) -> int:
@@ -231,20 +234,23 @@ def _int(pattern: str, text: str) -> int:
     return int(match.group(1)) if match else 0
 
 
-def run_pgbench(
+def run_cell(
     dsn: str,
     script: Path,
     clients: int,
     seconds: int,
     *,
     jobs: int,
+    application_name: str,
     max_tries: int = 1,
     interval: int | None = None,
-) -> PgbenchResult:
-    """Run one pgbench cell in prepared mode and read its per-transaction logs.
+) -> CellRun:
+    """Run one pgbench cell in prepared mode (-M prepared) for ``seconds``.
 
-    With ``interval``, successful transactions are also counted per interval of
-    that many seconds (from the epoch column of the logs).
+    stockpool.pgbench.run drives the race in pgbench's simple protocol; the
+    bench needs prepared mode, so it starts pgbench itself and reads the logs
+    with the same parser. With ``interval``, successful transactions are also
+    counted per interval of that many seconds (the soak's throughput curve).
     """
     logdir = Path(tempfile.mkdtemp(prefix="stockpool-bench-log-"))
     try:
@@ -263,71 +269,53 @@ def run_pgbench(
             f"--max-tries={max_tries}",
             "--failures-detailed",
             "-l",
-            f"--log-prefix={logdir / 'tx'}",
-            dsn,
+            f"--log-prefix={logdir / 'txn'}",
+            pgbench.with_application_name(dsn, application_name),
         ]
         code, out, err = local["pgbench"].run(args, retcode=None)
         text = out + err
         if code not in (0, 2) or "tps = " not in text:
             tail = [line for line in text.strip().splitlines() if line.strip()][-3:]
             raise StockpoolError(f"pgbench failed on {script.name} (exit {code}): {' | '.join(tail)}")
-        latencies: list[int] = []
-        epochs: Counter[int] = Counter()
-        for path in logdir.iterdir():
-            _read_log(path, latencies, epochs if interval else None)
-        intervals: dict[int, int] = {}
-        if interval and epochs:
-            first = min(epochs)
-            for epoch, n in epochs.items():
-                slot = (epoch - first) // interval
-                intervals[slot] = intervals.get(slot, 0) + n
         tps = re.search(r"^tps = ([\d.]+)", text, re.MULTILINE)
-        return PgbenchResult(
+        return CellRun(
             transactions=_int(r"number of transactions actually processed: (\d+)", text),
             tps=float(tps.group(1)) if tps else 0.0,
             failed=_int(r"number of failed transactions: (\d+)", text),
             retried=_int(r"number of transactions retried: (\d+)", text),
             retries=_int(r"total number of retries: (\d+)", text),
             aborted=len(re.findall(r"client \d+ script \d+ aborted", text)),
-            latencies_us=latencies,
-            intervals=intervals,
-            output=text,
+            log=pgbench.read_logs(logdir),
+            per_interval=_per_interval(logdir, interval) if interval else [],
         )
     finally:
         shutil.rmtree(logdir, ignore_errors=True)
 
 
-def _read_log(path: Path, latencies: list[int], epochs: Counter[int] | None) -> None:
-    """Lines: client tx time script epoch us [retries]; the time column is a
-    word (serialization, deadlock, failed) for a failed transaction."""
-    with path.open() as log:
-        for line in log:
-            parts = line.split()
-            if len(parts) >= 5 and parts[2].isdigit():
-                latencies.append(int(parts[2]))
-                if epochs is not None:
-                    epochs[int(parts[4])] += 1
+def _per_interval(logdir: Path, interval: int) -> list[int]:
+    """Successful transactions per ``interval`` seconds, from the logs' epoch column."""
+    ends: Counter[int] = Counter()
+    for path in logdir.iterdir():
+        with path.open() as log:
+            for line in log:
+                parts = line.split()
+                if len(parts) >= 6 and parts[2].isdigit():
+                    ends[int(parts[4])] += 1
+    if not ends:
+        return []
+    first = min(ends)
+    slots: Counter[int] = Counter()
+    for epoch, n in ends.items():
+        slots[(epoch - first) // interval] += n
+    return [slots[i] for i in range(max(slots) + 1)]
 
 
-def percentile(sorted_values: Sequence[int], fraction: float) -> float | None:
-    """Nearest-rank percentile of already sorted values."""
-    if not sorted_values:
-        return None
-    rank = max(0, min(len(sorted_values) - 1, int(fraction * len(sorted_values) + 0.999999) - 1))
-    return float(sorted_values[rank])
+def _ms(sorted_us: Sequence[int], pct: float) -> float | None:
+    value = pgbench.percentile(sorted_us, pct)
+    return round(value / 1000.0, 3) if value is not None else None
 
 
 # --- wait events and pool health ---------------------------------------------
-
-WAIT_SAMPLE = """
-SELECT coalesce(a.wait_event_type || ':' || a.wait_event, 'CPU'), pg_catalog.count(*)::integer
-FROM pg_catalog.pg_stat_activity AS a
-WHERE a.datname = %s
-    AND a.state = 'active'
-    AND a.backend_type = 'client backend'
-    AND a.pid <> pg_catalog.pg_backend_pid()
-GROUP BY 1
-"""
 
 POOL_HEALTH = """
 SELECT coalesce(sum(s.n_live_tup), 0)::bigint,
@@ -377,15 +365,6 @@ def sampling(
         yield sampler
     finally:
         sampler.stop()
-
-
-def wait_probe(dbname: str, counts: Counter[str], samples: list[int]) -> Callable[..., None]:
-    def probe(conn: psycopg.Connection[Any], elapsed: float) -> None:
-        for event, backends in conn.execute(WAIT_SAMPLE, (dbname,)).fetchall():
-            counts[str(event)] += int(backends)
-        samples[0] += 1
-
-    return probe
 
 
 # --- databases ---------------------------------------------------------------
@@ -474,18 +453,18 @@ class Bench:
         prepare_as = "cart" if kind == "cart" else name
         units = self.units_for(name, clients)
         dsn = self.workspace.fresh(prepare_as, clients, units)
-        counts: Counter[str] = Counter()
-        samples = [0]
-        with sampling(self.workspace.admin_dsn, SAMPLE_INTERVAL, wait_probe(CELL_DB, counts, samples)):
-            result = run_pgbench(
+        tag = f"stockpool-bench-{name}-{clients}"
+        with WaitSampler(self.workspace.admin_dsn, tag, SAMPLE_INTERVAL) as waits:
+            result = run_cell(
                 dsn,
                 script(prepare_as),
                 clients,
                 seconds,
                 jobs=self.config.jobs,
+                application_name=tag,
                 max_tries=SERIALIZABLE_TRIES if name == "serializable" else 1,
             )
-        latencies = sorted(result.latencies_us)
+        latencies = result.log.latencies_us
         cell = Cell(
             kind=kind,
             name=name,
@@ -499,11 +478,11 @@ class Bench:
             aborted=result.aborted,
             units_per_transaction=CART_LINES if kind == "cart" else 1,
             units_available=units,
-            p50_ms=_ms(percentile(latencies, 0.50)),
-            p99_ms=_ms(percentile(latencies, 0.99)),
-            mean_ms=_ms(sum(latencies) / len(latencies)) if latencies else None,
-            wait_samples=samples[0],
-            waits=dict(counts),
+            p50_ms=_ms(latencies, 50),
+            p99_ms=_ms(latencies, 99),
+            mean_ms=round(sum(latencies) / len(latencies) / 1000.0, 3) if latencies else None,
+            wait_samples=waits.profile.samples,
+            waits=dict(waits.profile.counts),
         )
         with psycopg.connect(dsn, autocommit=True) as conn:
             cell.reserved = int(_scalar(conn, "SELECT bench.reserved(%s)", (prepare_as,)))
@@ -515,26 +494,14 @@ class Bench:
                 cell.invariant_violations = int(
                     _scalar(conn, "SELECT count(*) FROM stockpool.check_invariants()")
                 )
-        self._check(cell)
+        flag_problems(cell)
         return cell
-
-    def _check(self, cell: Cell) -> None:
-        if cell.aborted:
-            cell.notes.append(f"{cell.aborted} pgbench clients aborted")
-        if cell.kind != "shape":
-            expected = cell.transactions * cell.units_per_transaction
-            # A run ends with up to one transaction per client in flight.
-            if cell.reserved < expected - cell.clients * cell.units_per_transaction:
-                cell.notes.append(f"reserved {cell.reserved} of {expected} (sold out or refused)")
-        if cell.invariant_violations:
-            cell.notes.append(f"check_invariants: {cell.invariant_violations} violations")
 
     def soak(self) -> Soak:
         seconds, clients = self.config.soak_seconds, self.config.soak_clients
         soak = Soak(clients=clients, seconds=seconds)
         dsn = self.workspace.fresh("stockpool", clients, BIG_STOCK)
-        counts: Counter[str] = Counter()
-        wait_samples = [0]
+        tag = "stockpool-bench-soak"
 
         def health(conn: psycopg.Connection[Any], elapsed: float) -> None:
             row = conn.execute(POOL_HEALTH).fetchone()
@@ -543,27 +510,27 @@ class Bench:
 
         with (
             sampling(dsn, SOAK_SAMPLE_INTERVAL, health),
-            sampling(self.workspace.admin_dsn, 1.0, wait_probe(CELL_DB, counts, wait_samples)),
+            WaitSampler(self.workspace.admin_dsn, tag, 1.0) as waits,
         ):
-            result = run_pgbench(
+            result = run_cell(
                 dsn,
                 script("stockpool"),
                 clients,
                 seconds,
                 jobs=self.config.jobs,
+                application_name=tag,
                 interval=int(SOAK_SAMPLE_INTERVAL),
             )
-        latencies = sorted(result.latencies_us)
-        soak.p50_ms = _ms(percentile(latencies, 0.50))
-        soak.p99_ms = _ms(percentile(latencies, 0.99))
+        soak.p50_ms = _ms(result.log.latencies_us, 50)
+        soak.p99_ms = _ms(result.log.latencies_us, 99)
         soak.transactions, soak.tps, soak.aborted = result.transactions, result.tps, result.aborted
         # The last interval is usually cut short by the end of the run.
         soak.tps_by_interval = [
             round(n / SOAK_SAMPLE_INTERVAL, 1)
-            for slot, n in sorted(result.intervals.items())
+            for slot, n in enumerate(result.per_interval)
             if (slot + 1) * SOAK_SAMPLE_INTERVAL <= seconds
         ]
-        soak.waits = dict(counts)
+        soak.waits = dict(waits.profile.counts)
         with psycopg.connect(dsn, autocommit=True) as conn:
             soak.reserved = int(_scalar(conn, "SELECT bench.reserved('stockpool')"))
             soak.invariant_violations = int(
@@ -599,6 +566,19 @@ class Bench:
         return self.run
 
 
+def flag_problems(cell: Cell) -> None:
+    """Note what makes a cell's figure untrustworthy (it then shows as invalid)."""
+    if cell.aborted:
+        cell.notes.append(f"{cell.aborted} pgbench clients aborted")
+    if cell.kind != "shape":
+        expected = cell.transactions * cell.units_per_transaction
+        # A run ends with up to one transaction per client in flight.
+        if cell.reserved < expected - cell.clients * cell.units_per_transaction:
+            cell.notes.append(f"reserved {cell.reserved} of {expected} (sold out or refused)")
+    if cell.invariant_violations:
+        cell.notes.append(f"check_invariants: {cell.invariant_violations} violations")
+
+
 def _cell_line(number: int, total: int, cell: Cell) -> str:
     top = cell.top_wait()
     wait = f"{top[0]} {top[1]:.0%}" if top else "-"
@@ -608,10 +588,6 @@ def _cell_line(number: int, total: int, cell: Cell) -> str:
         f"[{number}/{total}] {cell.name:>13} x {cell.clients:>3}: {cell.rate:>9.0f}/s  "
         f"p99 {p99:>8} ms  {wait}{flag}"
     )
-
-
-def _ms(us: float | None) -> float | None:
-    return round(us / 1000.0, 3) if us is not None else None
 
 
 def _scalar(conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] = ()) -> Any:
@@ -709,8 +685,14 @@ def raise_fd_limit(clients: int) -> None:
 
 
 def check_server(dsn: str, clients: int) -> None:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        max_connections = int(_scalar(conn, "SELECT current_setting('max_connections')::integer"))
+    try:
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+            max_connections = int(_scalar(conn, "SELECT current_setting('max_connections')::integer"))
+    except psycopg.OperationalError as exc:
+        raise StockpoolError(
+            f"cannot connect to the bench server: {str(exc).strip().splitlines()[0]}",
+            hint="check the DSN and that the server is up, or run without --dsn",
+        ) from exc
     if max_connections < clients + 10:
         raise StockpoolError(
             f"max_connections is {max_connections}, the bench needs {clients} clients plus a few",

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -383,7 +384,7 @@ def write(run: BenchRun, out: Path, publish: bool = False) -> list[Path]:
     md_path.write_text(markdown(run, png.name))
     paths = [json_path, md_path, png]
     if publish:
-        target = out.parent / PUBLISHED if out.name != PUBLISHED else out
+        target = out / PUBLISHED if out.name != PUBLISHED else out
         target.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(json_path, target / "bench.json")
         shutil.copyfile(png, target / "bench.png")
@@ -416,13 +417,24 @@ def machine_markdown(run: BenchRun) -> str:
 
 
 def print_summary(console: Console, run: BenchRun) -> None:
-    table = Table(title="strategies: one hot key, one unit per transaction (ratios to this run's ceiling)")
-    for name in STRATEGY_HEADER:
-        table.add_column(name.replace(" (share of active samples)", ""))
+    """The strategy table (compact: the markdown report has every column) and the bar."""
+    table = Table(
+        title="one hot key, one unit per transaction (x: ratio to this run's ceiling)", box=box.SIMPLE
+    )
+    for name, justify in (
+        ("strategy", "left"),
+        ("clients", "right"),
+        ("res/s", "right"),
+        ("x", "right"),
+        ("p99 ms", "right"),
+        ("x", "right"),
+        ("top wait", "left"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for row in _strategy_rows(run):
-        table.add_row(*row)
+        table.add_row(row[0], row[1], row[2], row[3], row[6], row[7], row[8])
     console.print(table)
-    checks = Table(title="the bar for stockpool.reserve_units")
+    checks = Table(title="the bar for stockpool.reserve_units", box=box.SIMPLE)
     for name in ("check", "result", "detail"):
         checks.add_column(name)
     for c in bar(run):

@@ -1,0 +1,147 @@
+"""The bench harness, run tiny: two strategies at two client counts for 2 s,
+one counter shape, the cart and a short soak, on the session's test server.
+
+What is checked is the structure of a run and the arithmetic of its report,
+every ratio against the same run's ceiling. Nothing here passes or fails on
+how fast this machine is.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+
+from stockpool import bench, benchreport
+
+pytestmark = pytest.mark.timeout(300)
+
+CLIENTS = [1, 8]
+
+
+@pytest.fixture(scope="module")
+def run(pg_server: Any) -> bench.BenchRun:
+    config = bench.BenchConfig(
+        clients=CLIENTS,
+        seconds=2,
+        strategies=["ceiling", "stockpool"],
+        shapes=["naive"],
+        shape_clients=[4],
+        cart=True,
+        soak_seconds=10,
+        soak_clients=4,
+        jobs=2,
+    )
+    lines: list[str] = []
+    result = bench.Bench(pg_server.dsn("postgres"), config, lines.append).execute()
+    assert len(lines) == 1 + 2 * 3 + 1 + 1, lines  # template, cells, soak
+    return result
+
+
+@pytest.mark.slow
+def test_every_cell_ran_and_reserved_what_it_committed(run: bench.BenchRun) -> None:
+    for clients in CLIENTS:
+        for kind, name in (("strategy", "ceiling"), ("strategy", "stockpool"), ("cart", "reserve_cart")):
+            cell = run.cell(kind, name, clients)
+            assert cell is not None, (kind, name, clients)
+            assert cell.valid, cell.notes
+            assert cell.transactions > 0 and cell.tps > 0
+            expected = cell.transactions * cell.units_per_transaction
+            assert expected - clients * cell.units_per_transaction <= cell.reserved <= expected + clients * 5
+            assert cell.p50_ms is not None and cell.p99_ms is not None
+            assert 0 < cell.p50_ms <= cell.p99_ms
+            assert cell.wait_samples > 0
+    sp = run.cell("strategy", "stockpool", 8)
+    assert sp is not None and sp.invariant_violations == 0
+
+
+@pytest.mark.slow
+def test_ratios_are_to_the_same_runs_ceiling(run: bench.BenchRun) -> None:
+    rows = {(r[0], r[1]): r for r in benchreport._strategy_rows(run)}
+    for clients in CLIENTS:
+        ceiling = run.cell("strategy", "ceiling", clients)
+        sp = run.cell("strategy", "stockpool", clients)
+        assert ceiling is not None and sp is not None
+        assert rows[("ceiling", str(clients))][3] == "1.00x"
+        assert rows[("stockpool", str(clients))][3] == f"{sp.rate / ceiling.rate:.2f}x"
+        assert sp.p99_ms is not None and ceiling.p99_ms is not None
+        assert rows[("stockpool", str(clients))][7] == f"{sp.p99_ms / ceiling.p99_ms:.2f}x"
+    # The bar's floor covers 8 clients and up, so here 8 and not 1.
+    floor = [c for c in benchreport.bar(run) if c.name.startswith(">= 0.5 x ceiling")]
+    assert [c.name for c in floor] == [">= 0.5 x ceiling at 8 clients"]
+    sp8, ce8 = run.cell("strategy", "stockpool", 8), run.cell("strategy", "ceiling", 8)
+    assert sp8 is not None and ce8 is not None
+    assert floor[0].passed == (sp8.rate / ce8.rate >= 0.5)
+
+
+@pytest.mark.slow
+def test_cart_counts_units_not_carts(run: bench.BenchRun) -> None:
+    cart = run.cell("cart", "reserve_cart", 8)
+    assert cart is not None and cart.units_per_transaction == 5
+    assert cart.rate == pytest.approx(cart.tps * 5, rel=0.01)
+    assert cart.invariant_violations == 0
+
+
+@pytest.mark.slow
+def test_counter_shape_drift_adds_up(run: bench.BenchRun) -> None:
+    naive = run.cell("shape", "naive", 4)
+    assert naive is not None and naive.drift is not None
+    drift = naive.drift
+    assert drift["drift"] == drift["sold"] - drift["decremented"]
+    assert drift["drift"] >= 0  # lost updates only ever sell units that were not there
+    assert abs(drift["sold"] - naive.transactions) <= naive.clients
+
+
+@pytest.mark.slow
+def test_soak_samples_pool_health(run: bench.BenchRun) -> None:
+    soak = run.soak
+    assert soak is not None
+    assert soak.samples, "no pool health sample in a 10 s soak"
+    assert all(0.0 <= s.dead_ratio <= 1.0 for s in soak.samples)
+    assert soak.reserved > 0 and soak.invariant_violations == 0
+    assert soak.p50_ms is not None and soak.p99_ms is not None
+
+
+@pytest.mark.slow
+def test_report_files(run: bench.BenchRun, tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    paths = benchreport.write(run, out, publish=True)
+    assert all(p.exists() and p.stat().st_size > 0 for p in paths)
+    data = json.loads((out / "published" / "bench.json").read_text())
+    assert {c["name"] for c in data["cells"]} == {"ceiling", "stockpool", "reserve_cart", "naive"}
+    assert {"check", "passed", "detail"} <= set(data["bar"][0])
+    assert data["machine"]["nproc"] and data["machine"]["server_version"]
+    markdown = (out / "published" / "bench.md").read_text()
+    assert "| strategy | clients | reservations/s | x ceiling |" in markdown
+    assert "![throughput and p99 against clients](bench.png)" in markdown
+    assert (out / "published" / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_cell_that_did_not_reserve_is_flagged() -> None:
+    # Negative control: pgbench counted transactions the tables do not show.
+    cell = bench.Cell(kind="strategy", name="pool", clients=4, seconds=2, transactions=1000, reserved=10)
+    bench.flag_problems(cell)
+    assert not cell.valid and "reserved 10 of 1000" in cell.notes[0]
+    ok = bench.Cell(kind="strategy", name="pool", clients=4, seconds=2, transactions=1000, reserved=997)
+    bench.flag_problems(ok)
+    assert ok.valid
+    aborted = bench.Cell(
+        kind="strategy", name="pool", clients=4, seconds=2, transactions=5, reserved=5, aborted=2
+    )
+    bench.flag_problems(aborted)
+    assert not aborted.valid
+
+
+def test_option_lists() -> None:
+    assert bench._int_list("1, 8,32", "--clients") == [1, 8, 32]
+    assert bench._name_list("stockpool,ceiling", bench.STRATEGIES, "--strategies") == ["ceiling", "stockpool"]
+    assert bench._name_list("all", bench.SHAPES, "--shapes") == list(bench.SHAPES)
+    assert bench._name_list("none", bench.SHAPES, "--shapes") == []
+    for bad in ("0", "x", ""):
+        with pytest.raises(typer.BadParameter):
+            bench._int_list(bad, "--clients")
+    with pytest.raises(typer.BadParameter):
+        bench._name_list("counter,redis", bench.STRATEGIES, "--strategies")
