@@ -44,7 +44,9 @@ SELECT is(pg_temp.columns_of('stockpool.stock'),
           'pool_cap integer NOT NULL DEFAULT 1000', 'low_water integer NOT NULL DEFAULT 250',
           'buckets integer NOT NULL DEFAULT 64',
           'created_at timestamp with time zone NOT NULL DEFAULT now()',
-          'updated_at timestamp with time zone NOT NULL DEFAULT now()'],
+          'updated_at timestamp with time zone NOT NULL DEFAULT now()',
+          'pool_target integer NOT NULL DEFAULT 0',
+          'refilled_at timestamp with time zone'],
     'stock columns, types, NOT NULLs and defaults');
 SELECT col_is_pk('stockpool', 'stock', ARRAY['shop_id', 'item_id', 'location_id'],
     'stock is keyed by (shop_id, item_id, location_id)');
@@ -57,7 +59,8 @@ SELECT set_eq(
              ('stock_allocated_within_on_hand', 'CHECK ((allocated <= on_hand))'),
              ('stock_pool_cap_positive', 'CHECK ((pool_cap > 0))'),
              ('stock_low_water_within_cap', 'CHECK (((low_water >= 0) AND (low_water < pool_cap)))'),
-             ('stock_buckets_range', 'CHECK (((buckets >= 1) AND (buckets <= 1024)))')$$,
+             ('stock_buckets_range', 'CHECK (((buckets >= 1) AND (buckets <= 1024)))'),
+             ('stock_pool_target_nonnegative', 'CHECK ((pool_target >= 0))')$$,
     'stock has exactly its named constraints, the safety property among them');
 SELECT indexes_are('stockpool', 'stock', ARRAY['stock_pkey'], 'stock has only its primary key index');
 
