@@ -586,7 +586,8 @@ class _Helper(threading.Thread):
         state = exc.sqlstate or "connection"
         self.errors[state] += 1
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        self.messages.setdefault(state, f"{self.name}: {first}")
+        detail = exc.diag.message_detail if exc.diag else None
+        self.messages.setdefault(state, f"{self.name}: {first}" + (f" ({detail})" if detail else ""))
 
 
 class _Sweeper(_Helper):
@@ -842,6 +843,16 @@ def _soak(h: Harness, clients: int, duration: int, o: SoakOptions) -> RunReport:
     )
     checks.append(_zero_deadlocks(m))
     checks.append(_no_errors(m))
+    # The back-office sessions' own failures (a deadlock victim among them
+    # would otherwise show only in the deadlock counter).
+    helper_errors = [
+        f"{h.name} {state} x{n}: {h.messages.get(state, '')}"
+        for h in (sweeper, replenisher)
+        for state, n in h.errors.items()
+    ]
+    checks.append(
+        Check("sweeper and replenisher without errors", not helper_errors, "; ".join(helper_errors) or "none")
+    )
     reserved, refused, claimed, released, still_open = counts_row
     counts = {
         "checkouts": reserved + refused,
