@@ -8,7 +8,9 @@
 -- claimers rarely meet on a unit, that refills stay seconds apart, and that
 -- the dead tuples claims leave between two autovacuum visits stay a small
 -- share of its partition. The level and the time are kept on the ledger row
--- (pool_target, refilled_at) for the next refill's measurement. A
+-- (pool_target, refilled_at) for the next refill's measurement, and the
+-- key's buckets setting is raised with the level (one per 128 units, at
+-- most 1,024), so that a large pool stays spread. A
 -- reservation that needs units now gets at least p_min_extra beyond what is
 -- pooled.
 -- p_wait false: try the key's refill lock and give up at once if another
@@ -50,6 +52,7 @@ DECLARE
     v_pooled integer;
     v_seconds numeric;
     v_target integer;
+    v_buckets integer;
     v_add integer;
 BEGIN
     -- Cheap unlocked look first: nothing free means nothing to queue for.
@@ -145,11 +148,20 @@ BEGIN
         RETURN 0;
     END IF;
 
-    PERFORM stockpool._add_units(p_shop_id, p_item_id, p_location_id, v_add, v_stock.buckets);
+    -- Spreading grows with the pool: one bucket per 128 units of the level
+    -- (never fewer than the key's setting, at most 1,024). Otherwise each
+    -- bucket of a large pool is a long run of units whose first index leaf
+    -- every claimer of that bucket reads: never unpinned under hundreds of
+    -- clients, and vacuum needs a cleanup lock on every leaf, so it waited
+    -- seconds for them while dead tuples piled up. Raised, never lowered.
+    v_buckets := GREATEST(v_stock.buckets, LEAST(1024, v_target / 128));
+
+    PERFORM stockpool._add_units(p_shop_id, p_item_id, p_location_id, v_add, v_buckets);
 
     UPDATE stockpool.stock AS s
     SET allocated = s.allocated + v_add,
         pool_target = v_target,
+        buckets = v_buckets,
         refilled_at = pg_catalog.now(),
         updated_at = pg_catalog.now()
     WHERE s.shop_id = p_shop_id

@@ -423,6 +423,7 @@ DECLARE
     v_pooled integer;
     v_seconds numeric;
     v_target integer;
+    v_buckets integer;
     v_add integer;
 BEGIN
     -- Cheap unlocked look first: nothing free means nothing to queue for.
@@ -518,11 +519,20 @@ BEGIN
         RETURN 0;
     END IF;
 
-    PERFORM stockpool._add_units(p_shop_id, p_item_id, p_location_id, v_add, v_stock.buckets);
+    -- Spreading grows with the pool: one bucket per 128 units of the level
+    -- (never fewer than the key's setting, at most 1,024). Otherwise each
+    -- bucket of a large pool is a long run of units whose first index leaf
+    -- every claimer of that bucket reads: never unpinned under hundreds of
+    -- clients, and vacuum needs a cleanup lock on every leaf, so it waited
+    -- seconds for them while dead tuples piled up. Raised, never lowered.
+    v_buckets := GREATEST(v_stock.buckets, LEAST(1024, v_target / 128));
+
+    PERFORM stockpool._add_units(p_shop_id, p_item_id, p_location_id, v_add, v_buckets);
 
     UPDATE stockpool.stock AS s
     SET allocated = s.allocated + v_add,
         pool_target = v_target,
+        buckets = v_buckets,
         refilled_at = pg_catalog.now(),
         updated_at = pg_catalog.now()
     WHERE s.shop_id = p_shop_id
@@ -1898,7 +1908,7 @@ CREATE TABLE stockpool.pool_units_p0 (
     unit_id bigint NOT NULL,
     CONSTRAINT pool_units_bucket_nonnegative CHECK ((bucket >= 0))
 )
-WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', autovacuum_vacuum_cost_delay='0');
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', autovacuum_vacuum_cost_delay='0', vacuum_truncate=off);
 
 ALTER TABLE stockpool.pool_units_p0 OWNER TO stockpool_owner;
 
@@ -1914,7 +1924,7 @@ CREATE TABLE stockpool.pool_units_p1 (
     unit_id bigint NOT NULL,
     CONSTRAINT pool_units_bucket_nonnegative CHECK ((bucket >= 0))
 )
-WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', autovacuum_vacuum_cost_delay='0');
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', autovacuum_vacuum_cost_delay='0', vacuum_truncate=off);
 
 ALTER TABLE stockpool.pool_units_p1 OWNER TO stockpool_owner;
 
@@ -1930,7 +1940,7 @@ CREATE TABLE stockpool.pool_units_p2 (
     unit_id bigint NOT NULL,
     CONSTRAINT pool_units_bucket_nonnegative CHECK ((bucket >= 0))
 )
-WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', autovacuum_vacuum_cost_delay='0');
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', autovacuum_vacuum_cost_delay='0', vacuum_truncate=off);
 
 ALTER TABLE stockpool.pool_units_p2 OWNER TO stockpool_owner;
 
@@ -1946,7 +1956,7 @@ CREATE TABLE stockpool.pool_units_p3 (
     unit_id bigint NOT NULL,
     CONSTRAINT pool_units_bucket_nonnegative CHECK ((bucket >= 0))
 )
-WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', autovacuum_vacuum_cost_delay='0');
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', autovacuum_vacuum_cost_delay='0', vacuum_truncate=off);
 
 ALTER TABLE stockpool.pool_units_p3 OWNER TO stockpool_owner;
 
@@ -1962,7 +1972,7 @@ CREATE TABLE stockpool.pool_units_p4 (
     unit_id bigint NOT NULL,
     CONSTRAINT pool_units_bucket_nonnegative CHECK ((bucket >= 0))
 )
-WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', autovacuum_vacuum_cost_delay='0');
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', autovacuum_vacuum_cost_delay='0', vacuum_truncate=off);
 
 ALTER TABLE stockpool.pool_units_p4 OWNER TO stockpool_owner;
 
@@ -1978,7 +1988,7 @@ CREATE TABLE stockpool.pool_units_p5 (
     unit_id bigint NOT NULL,
     CONSTRAINT pool_units_bucket_nonnegative CHECK ((bucket >= 0))
 )
-WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', autovacuum_vacuum_cost_delay='0');
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', autovacuum_vacuum_cost_delay='0', vacuum_truncate=off);
 
 ALTER TABLE stockpool.pool_units_p5 OWNER TO stockpool_owner;
 
@@ -1994,7 +2004,7 @@ CREATE TABLE stockpool.pool_units_p6 (
     unit_id bigint NOT NULL,
     CONSTRAINT pool_units_bucket_nonnegative CHECK ((bucket >= 0))
 )
-WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', autovacuum_vacuum_cost_delay='0');
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', autovacuum_vacuum_cost_delay='0', vacuum_truncate=off);
 
 ALTER TABLE stockpool.pool_units_p6 OWNER TO stockpool_owner;
 
@@ -2010,7 +2020,7 @@ CREATE TABLE stockpool.pool_units_p7 (
     unit_id bigint NOT NULL,
     CONSTRAINT pool_units_bucket_nonnegative CHECK ((bucket >= 0))
 )
-WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', autovacuum_vacuum_cost_delay='0');
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', autovacuum_vacuum_cost_delay='0', vacuum_truncate=off);
 
 ALTER TABLE stockpool.pool_units_p7 OWNER TO stockpool_owner;
 

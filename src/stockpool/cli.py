@@ -75,7 +75,8 @@ def deploy_cmd(
     applied = ", ".join(report.applied) or "none"
     console.print(
         f"migrations applied: {applied}; already applied: {len(report.skipped)}; "
-        f"functions and views re-applied: {report.functions}"
+        f"functions and views re-applied: {report.functions}",
+        soft_wrap=True,
     )
 
 
