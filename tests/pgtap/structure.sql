@@ -109,8 +109,8 @@ SELECT is(
     ARRAY['autovacuum_vacuum_scale_factor=0', 'autovacuum_vacuum_threshold=2000',
           'autovacuum_vacuum_insert_scale_factor=0', 'autovacuum_vacuum_insert_threshold=2000',
           'autovacuum_analyze_scale_factor=0', 'autovacuum_analyze_threshold=5000',
-          'autovacuum_vacuum_cost_delay=0'],
-    format('leaf pool_units_p%s: absolute autovacuum thresholds, no cost delay', r))
+          'autovacuum_vacuum_cost_delay=0', 'vacuum_truncate=off'],
+    format('leaf pool_units_p%s: absolute autovacuum thresholds, no cost delay, no truncation', r))
 FROM generate_series(0, 7) AS r;
 SELECT is(
     (SELECT count(*)::integer FROM pg_catalog.pg_inherits AS i
