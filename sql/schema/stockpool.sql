@@ -941,10 +941,20 @@ BEGIN
                 -- every buyer of a hot key whose pool ran dry).
                 IF stockpool._refill(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                      p_quantities[v_i] - v_got, false, false) = 0 THEN
-                    PERFORM pg_catalog.pg_advisory_lock_shared(
-                        stockpool._key_lock_id(p_shop_id, p_item_ids[v_i], p_location_ids[v_i]));
-                    PERFORM pg_catalog.pg_advisory_unlock_shared(
-                        stockpool._key_lock_id(p_shop_id, p_item_ids[v_i], p_location_ids[v_i]));
+                    -- The wait: the key's lock, shared, transaction-scoped,
+                    -- and dropped at once by rolling back the block that took
+                    -- it. Never a session lock: a cancel or statement_timeout
+                    -- landing between taking and dropping it would leave it
+                    -- held for the life of the connection, and every later
+                    -- refill of the key would queue behind it.
+                    BEGIN
+                        PERFORM pg_catalog.pg_advisory_xact_lock_shared(
+                            stockpool._key_lock_id(p_shop_id, p_item_ids[v_i], p_location_ids[v_i]));
+                        RAISE EXCEPTION USING ERRCODE = 'SPX02';
+                    EXCEPTION
+                        WHEN SQLSTATE 'SPX02' THEN
+                            NULL;
+                    END;
                 END IF;
                 v_got := v_got + stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                                  p_quantities[v_i] - v_got, p_buckets[v_i]);

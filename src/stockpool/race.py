@@ -212,6 +212,8 @@ class Measured:
     waits: dict[str, Any]
     errors: Counter[str]
     error_messages: dict[str, str]
+    # The server's account of each deadlock (only on a cluster we started).
+    deadlock_reports: list[str] = field(default_factory=list)
 
     @property
     def deadlocks(self) -> int:
@@ -280,8 +282,10 @@ def _measure(
 
     errors: Counter[str] = Counter()
     messages: dict[str, str] = {}
+    deadlock_reports: list[str] = []
     if h.server_log is not None:
         errors, messages = h.server_log.errors_since(mark, f"{APP_PREFIX}{run_id}/")
+        deadlock_reports = h.server_log.deadlocks_since(mark)
     else:
         errors.update(result.log.failures)
         for abort in result.aborts:
@@ -299,6 +303,7 @@ def _measure(
         waits=sampler.profile.as_json(),
         errors=errors,
         error_messages=messages,
+        deadlock_reports=deadlock_reports,
     )
 
 
@@ -354,7 +359,11 @@ def _no_errors(m: Measured, expected_transactions: int | None = None) -> Check:
 
 
 def _zero_deadlocks(m: Measured) -> Check:
-    return Check("zero deadlocks", m.deadlocks == 0, f"{m.deadlocks} deadlocks (pg_stat_database)")
+    detail = f"{m.deadlocks} deadlocks (pg_stat_database)"
+    if m.deadlock_reports:
+        # The cycle, as the server logged it: what to fix, not just a count.
+        detail += f"; the server's report: {m.deadlock_reports[0]}"
+    return Check("zero deadlocks", m.deadlocks == 0, detail)
 
 
 def _shape_tag(shape: str) -> str:

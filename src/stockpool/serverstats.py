@@ -23,6 +23,12 @@ from psycopg.rows import TupleRow
 # log_line_prefix of harness-started clusters: ServerLog parses it.
 LOG_LINE_PREFIX = "'%m [%p] app=%a sqlstate=%e '"
 LOG_ERROR = re.compile(r"app=(\S*) sqlstate=([0-9A-Z]{5}) (ERROR|FATAL):\s+(.*)$")
+# Any line of a report: "<time> [pid] app=<name> sqlstate=<code> LEVEL:  message".
+LOG_LINE = re.compile(
+    r"^.*? \[(?P<pid>\d+)\] app=\S* sqlstate=(?P<state>[0-9A-Z]{5}) "
+    r"(?P<level>[A-Z]+):\s+(?P<message>.*)$"
+)
+REPORT_PARTS = ("DETAIL", "HINT", "CONTEXT", "STATEMENT")
 
 POOL_PARTITIONS = """
 SELECT c.relname, s.n_live_tup, s.n_dead_tup, s.autovacuum_count, s.vacuum_count
@@ -163,3 +169,33 @@ class ServerLog:
                 counts[state] += 1
                 first.setdefault(state, match.group(4).strip())
         return counts, first
+
+    def deadlocks_since(self, offset: int) -> list[str]:
+        """The server's account of every deadlock since ``offset``, whoever the
+        victim was: the ERROR line with its DETAIL (the cycle: who waited for
+        what, and each process's statement), CONTEXT and STATEMENT, one string
+        per deadlock."""
+        try:
+            with self.path.open("rb") as handle:
+                handle.seek(offset)
+                text = handle.read().decode(errors="replace")
+        except OSError:
+            return []
+        reports: list[list[str]] = []
+        pid: str | None = None
+        for line in text.splitlines():
+            match = LOG_LINE.match(line)
+            if match is None:
+                if pid is not None and line[:1] in ("\t", " "):
+                    reports[-1].append(line.strip())  # a multi-line DETAIL goes on
+                else:
+                    pid = None
+                continue
+            if match.group("state") == "40P01" and match.group("level") == "ERROR":
+                pid = match.group("pid")
+                reports.append([f"ERROR: {match.group('message').strip()}"])
+            elif pid is not None and match.group("pid") == pid and match.group("level") in REPORT_PARTS:
+                reports[-1].append(f"{match.group('level')}: {match.group('message').strip()}")
+            else:
+                pid = None
+        return [" | ".join(parts) for parts in reports]

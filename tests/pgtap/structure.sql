@@ -4,7 +4,7 @@
 -- the append-only triggers, and every function with its exact signature,
 -- return type and comment.
 BEGIN;
-SELECT plan(101);
+SELECT plan(102);
 
 -- "name type [NOT NULL] [DEFAULT ...] [GENERATED ...]" for each column, in order.
 CREATE FUNCTION pg_temp.columns_of(p_table regclass)
@@ -289,6 +289,14 @@ SELECT is_empty(
       WHERE p.pronamespace = 'stockpool'::regnamespace AND obj_description(p.oid, 'pg_proc') IS NULL
           AND p.proname <> '_movements_immutable'$$,
     'internal helpers have comments too');
+
+-- Every advisory lock is transaction-scoped: a session lock survives the
+-- statement that took it when a cancel or timeout lands before its unlock.
+SELECT is_empty(
+    $$SELECT p.proname::text FROM pg_catalog.pg_proc AS p
+      WHERE p.pronamespace = 'stockpool'::regnamespace
+          AND p.prosrc ~ 'pg_advisory_(try_)?(un)?lock'$$,
+    'no function takes or drops a session-level advisory lock');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -18,6 +18,7 @@ import pytest
 from pytest_postgresql import factories
 
 from stockpool import cluster as clusters
+from stockpool import serverstats
 from stockpool.deploy import deploy
 
 
@@ -42,6 +43,7 @@ class Server:
 def pg_server() -> Iterator[Server]:
     settings = clusters.settings_for_clients(200)
     settings["fsync"] = "off"  # throwaway test data: commit cost is not under test here
+    settings["log_line_prefix"] = serverstats.LOG_LINE_PREFIX  # race tests read errors and deadlocks
     with clusters.throwaway(settings) as cl:
         yield Server("127.0.0.1", cl.port, clusters.SERVER_USER, None, "", "postgres", None, cl)
 
@@ -61,6 +63,13 @@ def dsn(stockpool_db: psycopg.Connection, pg_server: Server) -> str:
     """DSN of this test's own freshly deployed database."""
     dbname = stockpool_db.info.dbname
     return pg_server.dsn(dbname)
+
+
+@pytest.fixture
+def server_log(pg_server: Server) -> serverstats.ServerLog:
+    """The test server's log (its prefix names the application and SQLSTATE of
+    every error, so a run can report its own errors and any deadlock's cycle)."""
+    return serverstats.ServerLog(pg_server.cluster.logfile)
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from collections import Counter
 import psycopg
 import pytest
 
+from stockpool.serverstats import ServerLog
 from support import (
     Conns,
     backend_pids,
@@ -121,19 +122,24 @@ def test_opposite_order_carts_never_deadlock(dsn: str, conn: psycopg.Connection)
 
 
 @pytest.mark.timeout(60)
-def test_control_single_calls_in_opposite_order_do_deadlock(conn: psycopg.Connection, conns: Conns) -> None:
+def test_control_single_calls_in_opposite_order_do_deadlock(
+    conn: psycopg.Connection, conns: Conns, server_log: ServerLog
+) -> None:
     """Negative control: what a cart prevents. Two transactions each reserve the last
     unit of one key, then the other's key: PostgreSQL must find the cycle, raise
-    40P01 in one of them, and count it in pg_stat_database."""
+    40P01 in one of them, count it in pg_stat_database, and the server log's
+    account of it (what the race harness shows) must name both processes."""
     for item in (1, 2):
         conn.execute("SELECT stockpool.set_stock(%s, %s, %s, 1)", (SHOP, item, LOC))
         conn.execute("SELECT stockpool.replenish_pool(%s, %s, %s)", (SHOP, item, LOC))
     before = deadlocks(conn)
+    mark = server_log.mark()
     baseline = backend_pids(conn)
     a = conns(autocommit=False, name="control-a")
     b = conns(autocommit=False, name="control-b")
     assert scalar(a, RESERVE, (SHOP, 1, LOC, 1, checkout())) is True
     assert scalar(b, RESERVE, (SHOP, 2, LOC, 1, checkout())) is True
+    a_pid, b_pid = a.info.backend_pid, b.info.backend_pid
 
     def second(c: psycopg.Connection, item: int) -> str:
         try:
@@ -153,6 +159,12 @@ def test_control_single_calls_in_opposite_order_do_deadlock(conn: psycopg.Connec
     conns.close_all()
     wait_until_idle(conn, baseline)
     assert deadlocks(conn) == before + 1
+    reports = server_log.deadlocks_since(mark)
+    assert len(reports) == 1, reports
+    assert reports[0].startswith("ERROR: deadlock detected | DETAIL: Process ")
+    for pid in (a_pid, b_pid):
+        assert f"Process {pid}: " in reports[0], (pid, reports[0])
+    assert "stockpool.reserve_units" in reports[0]
 
 
 @pytest.mark.timeout(60)

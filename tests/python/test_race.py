@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import psycopg
 import pytest
 from typer.testing import CliRunner
 
-from stockpool import pgbench, race, verify
+from stockpool import pgbench, race, serverstats, verify
 from stockpool.cli import app
 from stockpool.sampler import WaitProfile
 from stockpool.serverstats import ServerLog
@@ -55,8 +56,11 @@ def test_sellout_holds_exactly_the_units(dsn: str) -> None:
 
 
 @pytest.mark.slow
-def test_soak_passes_with_checks_during_the_run(dsn: str) -> None:
-    report = race.soak(dsn, clients=24, duration=12, shops=2, items=100, check_every=2)
+def test_soak_passes_with_checks_during_the_run(dsn: str, server_log: ServerLog, tmp_path: Path) -> None:
+    # With the server log, a failed "zero deadlocks" check carries the cycle
+    # as the server reported it, and every client's error counts, retried or not.
+    harness = race.Harness(dsn=dsn, log_root=tmp_path, server_log=server_log)
+    report = race.soak(dsn, clients=24, duration=12, harness=harness, shops=2, items=100, check_every=2)
     assert report.passed, [c for c in report.checks if not c.passed]
     counts = report.counts
     assert counts["claimed"] > 0 and counts["released"] > 0 and counts["abandoned"] > 0
@@ -317,3 +321,61 @@ def test_wait_profile_averages_per_sample() -> None:
     profile.counts.update({"LWLock:BufferContent": 10, "CPU": 2})
     assert profile.top(2) == [("LWLock:BufferContent", 2.5), ("CPU", 0.5)]
     assert WaitProfile().top() == []
+
+
+def test_server_log_gives_each_deadlock_with_its_cycle(tmp_path: Path) -> None:
+    path = tmp_path / "server.log"
+    stamp = "2026-01-01 00:00:00.000 UTC"
+    path.write_text(f"{stamp} [7] app=x sqlstate=40P01 ERROR:  deadlock detected\n")  # before the mark
+    log = ServerLog(path)
+    mark = log.mark()
+    with path.open("a") as f:
+        f.write(
+            f"{stamp} [11] app=stockpool-race/2/client sqlstate=00000 LOG:  checkpoint starting\n"
+            f"{stamp} [12] app=stockpool-race/2/sweeper sqlstate=40P01 ERROR:  deadlock detected\n"
+            f"{stamp} [12] app=stockpool-race/2/sweeper sqlstate=40P01 DETAIL:  Process 12 waits for "
+            "ShareLock on transaction 5; blocked by process 13.\n"
+            "\tProcess 13 waits for ShareLock on transaction 4; blocked by process 12.\n"
+            "\tProcess 12: SELECT stockpool.sweep(500)\n"
+            "\tProcess 13: SELECT stockpool.claim(1, 'x')\n"
+            f"{stamp} [12] app=race/2/sweeper sqlstate=40P01 HINT:  See server log for query details.\n"
+            f"{stamp} [14] app=psql sqlstate=42703 ERROR:  not a deadlock\n"
+            f"{stamp} [14] app=psql sqlstate=42703 STATEMENT:  SELECT nope\n"
+            f"{stamp} [12] app=race/2/sweeper sqlstate=40P01 STATEMENT:  too late, another report came\n"
+            f"{stamp} [20] app=pgbench sqlstate=40P01 ERROR:  deadlock detected\n"
+            f"{stamp} [20] app=pgbench sqlstate=40P01 CONTEXT:  while locking tuple (0,1)\n"
+        )
+    reports = log.deadlocks_since(mark)
+    assert reports == [
+        "ERROR: deadlock detected | DETAIL: Process 12 waits for ShareLock on transaction 5; blocked by "
+        "process 13. | Process 13 waits for ShareLock on transaction 4; blocked by process 12. | "
+        "Process 12: SELECT stockpool.sweep(500) | Process 13: SELECT stockpool.claim(1, 'x') | "
+        "HINT: See server log for query details.",
+        "ERROR: deadlock detected | CONTEXT: while locking tuple (0,1)",
+    ]
+    assert ServerLog(tmp_path / "missing.log").deadlocks_since(0) == []
+
+
+def test_zero_deadlocks_check_carries_the_servers_report() -> None:
+    def measured(deadlocks: int, reports: list[str]) -> race.Measured:
+        before = serverstats.Snapshot(wal_lsn="0/0", deadlocks=0)
+        after = serverstats.Snapshot(wal_lsn="0/0", deadlocks=deadlocks)
+        return race.Measured(
+            result=pgbench.PgbenchResult(
+                argv=[], exit_code=0, stdout="", stderr="", log=pgbench.TxnLog(), aborts=[], tps=0.0
+            ),
+            before=before,
+            after=after,
+            wal_bytes=0,
+            waits={},
+            errors=Counter(),
+            error_messages={},
+            deadlock_reports=reports,
+        )
+
+    clean = race._zero_deadlocks(measured(0, []))
+    assert clean.passed and clean.detail == "0 deadlocks (pg_stat_database)"
+    caught = race._zero_deadlocks(measured(1, ["ERROR: deadlock detected | DETAIL: Process 12 waits"]))
+    assert not caught.passed
+    assert caught.detail.endswith("the server's report: ERROR: deadlock detected | DETAIL: Process 12 waits")
+    assert not race._zero_deadlocks(measured(1, [])).passed, "a count without a report still fails"
