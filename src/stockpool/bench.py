@@ -43,10 +43,11 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from stockpool import cluster as clusters
-from stockpool import pgbench
+from stockpool import cpumeter, pgbench
 from stockpool.deploy import deploy
 from stockpool.errors import StockpoolError
 from stockpool.sampler import WaitSampler
+from stockpool.serverstats import wait_for_sessions_gone
 
 BENCH_DIR = Path(__file__).resolve().parents[2] / "bench" / "pgbench"
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
@@ -94,7 +95,18 @@ class Cell:
     waits: dict[str, int] = field(default_factory=dict)
     drift: dict[str, int] | None = None
     invariant_violations: int | None = None
+    # CPU microseconds per unit of the server (all its processes) and of
+    # pgbench; None when the server is not on this machine.
+    cpu_server_us: float | None = None
+    cpu_client_us: float | None = None
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def cpu_us(self) -> float | None:
+        """All CPU (server and pgbench) per unit."""
+        if self.cpu_server_us is None or self.cpu_client_us is None:
+            return None
+        return self.cpu_server_us + self.cpu_client_us
 
     @property
     def rate(self) -> float:
@@ -121,6 +133,7 @@ class Cell:
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["rate"] = round(self.rate, 1)
+        data["cpu_us"] = round(self.cpu_us, 1) if self.cpu_us is not None else None
         data["valid"] = self.valid
         top = self.top_wait()
         data["top_wait"] = {"event": top[0], "share": round(top[1], 3)} if top else None
@@ -436,8 +449,15 @@ def script(name: str) -> Path:
 
 
 class Bench:
-    def __init__(self, admin_dsn: str, config: BenchConfig, log: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        admin_dsn: str,
+        config: BenchConfig,
+        log: Callable[[str], None],
+        cpu: cpumeter.ServerCPU | None = None,
+    ) -> None:
         self.workspace = Workspace(admin_dsn)
+        self.cpu = cpu  # the server's CPU meter, when it runs on this machine
         self.config = config
         self.log = log
         self.run = BenchRun(config=config, machine={}, started=_now())
@@ -454,6 +474,7 @@ class Bench:
         units = self.units_for(name, clients)
         dsn = self.workspace.fresh(prepare_as, clients, units)
         tag = f"stockpool-bench-{name}-{clients}"
+        cpu_before = self.cpu.read() if self.cpu else None
         with WaitSampler(self.workspace.admin_dsn, tag, SAMPLE_INTERVAL) as waits:
             result = run_cell(
                 dsn,
@@ -485,6 +506,14 @@ class Bench:
             waits=dict(waits.profile.counts),
         )
         with psycopg.connect(dsn, autocommit=True) as conn:
+            if self.cpu is not None and cpu_before is not None:
+                # pgbench's backends exit after it does: count them whole.
+                wait_for_sessions_gone(conn, tag)
+                per_unit = cpumeter.per_unit_us(
+                    cpu_before, self.cpu.read(), cell.transactions * cell.units_per_transaction
+                )
+                if per_unit is not None:
+                    cell.cpu_server_us, cell.cpu_client_us = (round(v, 1) for v in per_unit)
             cell.reserved = int(_scalar(conn, "SELECT bench.reserved(%s)", (prepare_as,)))
             if kind == "shape":
                 row = conn.execute("SELECT sold, decremented, drift FROM bench.shape_drift()").fetchone()
@@ -779,10 +808,10 @@ def command(
     most = max([*config.clients, *config.shape_clients, config.soak_clients if soak_seconds else 1])
     try:
         raise_fd_limit(most)
-        with _server(dsn, most) as admin_dsn:
+        with _server(dsn, most) as (admin_dsn, cpu):
             check_server(admin_dsn, most)
             bench = Bench(
-                admin_dsn, config, lambda line: console.print(line, highlight=False, soft_wrap=True)
+                admin_dsn, config, lambda line: console.print(line, highlight=False, soft_wrap=True), cpu
             )
             run = bench.execute()
     except StockpoolError as exc:
@@ -795,9 +824,10 @@ def command(
 
 
 @contextlib.contextmanager
-def _server(dsn: str | None, clients: int) -> Iterator[str]:
+def _server(dsn: str | None, clients: int) -> Iterator[tuple[str, cpumeter.ServerCPU | None]]:
+    """The admin DSN, and the server's CPU meter when it is our own cluster."""
     if dsn:
-        yield dsn
+        yield dsn, None
         return
     with clusters.throwaway(clusters.settings_for_clients(clients)) as cl:
-        yield cl.dsn
+        yield cl.dsn, cpumeter.ServerCPU.of_datadir(cl.datadir)

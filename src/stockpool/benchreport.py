@@ -155,6 +155,8 @@ def _strategy_rows(run: BenchRun) -> list[list[str]]:
                     _x(ratio(cell.p50_ms, ceiling.p50_ms if ceiling else None)),
                     _fmt(cell.p99_ms, 2),
                     _x(ratio(cell.p99_ms, ceiling.p99_ms if ceiling else None)),
+                    _fmt(cell.cpu_us),
+                    _x(ratio(cell.cpu_us, ceiling.cpu_us if ceiling else None)),
                     _wait(cell),
                 ]
             )
@@ -169,6 +171,8 @@ STRATEGY_HEADER = [
     "p50 ms",
     "x ceiling",
     "p99 ms",
+    "x ceiling",
+    "CPU µs per reservation",
     "x ceiling",
     "top wait event (share of active samples)",
 ]
@@ -198,6 +202,9 @@ def markdown(run: BenchRun, chart_name: str | None) -> str:
         "Ratios are to the ceiling of this run at the same client count. "
         "Wait events: pg_stat_activity of the cell's active backends sampled every 200 ms; "
         "CPU (active, no wait event) is left out of the top event but counted in its share. "
+        "CPU per reservation: CPU time of every server process and of pgbench during the cell "
+        "(from /proc; '-' for a server on another machine), over the units reserved: a figure "
+        "that other load on a shared machine moves much less than throughput. "
         "(!) marks a cell whose transactions did not all reserve or whose clients aborted.",
         "",
     ]
@@ -432,7 +439,7 @@ def print_summary(console: Console, run: BenchRun) -> None:
     ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for row in _strategy_rows(run):
-        table.add_row(row[0], row[1], row[2], row[3], row[6], row[7], row[8])
+        table.add_row(row[0], row[1], row[2], row[3], row[6], row[7], row[10])
     console.print(table)
     checks = Table(title="the bar for stockpool.reserve_units", box=box.SIMPLE)
     for name in ("check", "result", "detail"):

@@ -12,10 +12,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import typer
 
-from stockpool import bench, benchreport
+from stockpool import bench, benchreport, cpumeter
+from stockpool.serverstats import wait_for_sessions_gone
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -36,7 +38,9 @@ def run(pg_server: Any) -> bench.BenchRun:
         jobs=2,
     )
     lines: list[str] = []
-    result = bench.Bench(pg_server.dsn("postgres"), config, lines.append).execute()
+    cpu = cpumeter.ServerCPU.of_datadir(pg_server.cluster.datadir)
+    assert cpu is not None, "the test server runs on this machine: its CPU can be read"
+    result = bench.Bench(pg_server.dsn("postgres"), config, lines.append, cpu).execute()
     assert len(lines) == 1 + 2 * 3 + 1 + 1, lines  # template, cells, soak
     return result
 
@@ -69,6 +73,13 @@ def test_ratios_are_to_the_same_runs_ceiling(run: bench.BenchRun) -> None:
         assert rows[("stockpool", str(clients))][3] == f"{sp.rate / ceiling.rate:.2f}x"
         assert sp.p99_ms is not None and ceiling.p99_ms is not None
         assert rows[("stockpool", str(clients))][7] == f"{sp.p99_ms / ceiling.p99_ms:.2f}x"
+        # CPU per reservation, server and pgbench, also against the ceiling.
+        for cell in (ceiling, sp):
+            assert cell.cpu_server_us is not None and cell.cpu_server_us > 0
+            assert cell.cpu_client_us is not None and cell.cpu_client_us >= 0
+        assert sp.cpu_us is not None and ceiling.cpu_us is not None
+        assert rows[("stockpool", str(clients))][8] == f"{sp.cpu_us:,.0f}"
+        assert rows[("stockpool", str(clients))][9] == f"{sp.cpu_us / ceiling.cpu_us:.2f}x"
     # The bar's floor covers 8 clients and up, so here 8 and not 1.
     floor = [c for c in benchreport.bar(run) if c.name.startswith(">= 0.5 x ceiling")]
     assert [c.name for c in floor] == [">= 0.5 x ceiling at 8 clients"]
@@ -116,6 +127,8 @@ def test_report_files(run: bench.BenchRun, tmp_path: Path) -> None:
     assert data["machine"]["nproc"] and data["machine"]["server_version"]
     markdown = (out / "published" / "bench.md").read_text()
     assert "| strategy | clients | reservations/s | x ceiling |" in markdown
+    assert "| CPU µs per reservation | x ceiling |" in markdown
+    assert all(c["cpu_us"] and c["cpu_us"] > 0 for c in data["cells"] if c["kind"] != "soak")
     assert "![throughput and p99 against clients](bench.png)" in markdown
     assert (out / "published" / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -145,3 +158,30 @@ def test_option_lists() -> None:
             bench._int_list(bad, "--clients")
     with pytest.raises(typer.BadParameter):
         bench._name_list("counter,redis", bench.STRATEGIES, "--strategies")
+
+
+def test_cpu_meter_counts_a_backend_that_has_exited(pg_server: Any) -> None:
+    """A bench cell's backends exit before the second reading: their CPU must
+    still count (the postmaster's reaped children). Negative control: the
+    same work does not show in the postmaster's own time."""
+    meter = cpumeter.ServerCPU.of_datadir(pg_server.cluster.datadir)
+    assert meter is not None
+    before = meter.read()
+    own_before = cpumeter._ticks(cpumeter._stat_fields(meter.pid) or [], with_children=False)
+    with psycopg.connect(pg_server.dsn("postgres"), application_name="cpu-meter-test") as conn:
+        conn.execute("SELECT pg_catalog.count(*) FROM pg_catalog.generate_series(1, 3000000)")
+    with psycopg.connect(pg_server.dsn("postgres"), autocommit=True) as watcher:
+        wait_for_sessions_gone(watcher, "cpu-meter-test")
+    after = meter.read()
+    own_after = cpumeter._ticks(cpumeter._stat_fields(meter.pid) or [], with_children=False)
+    assert after.server - before.server >= 0.1, (before, after)
+    assert (own_after - own_before) / meter.hz < 0.1, "the work was done by a child, not the postmaster"
+    per_unit = cpumeter.per_unit_us(before, after, 1000)
+    assert per_unit is not None and per_unit[0] >= 100.0
+    assert cpumeter.per_unit_us(before, after, 0) is None
+
+
+def test_cpu_meter_needs_a_local_server(tmp_path: Path) -> None:
+    assert cpumeter.ServerCPU.of_datadir(tmp_path) is None  # no postmaster.pid
+    (tmp_path / "postmaster.pid").write_text("999999999\n")
+    assert cpumeter.ServerCPU.of_datadir(tmp_path) is None  # no such process
