@@ -4,8 +4,8 @@
 -- other (a lost update). The harness must catch the drift and FAIL.
 -- A short think time between read and write (the application computing its
 -- answer) keeps the window honest on a fast, lightly loaded machine.
--- Variables (pgbench -D): run, rollback_pct, seq=0.
-\set seq :seq + 1
+-- Variables (pgbench -D): run, rollback_pct. seq only labels a sale.
+\set seq random(1, 4611686018427387903)
 \set draw random(1, 100)
 SELECT units AS left FROM stockpool_race.naive_stock WHERE run_id = :run \gset
 \sleep 1 ms

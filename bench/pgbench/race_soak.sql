@@ -6,10 +6,12 @@
 -- the client saw in stockpool_race.outcomes in the same transaction, so the
 -- harness can hold stockpool.holds to exactly what clients saw committed.
 -- Variables (pgbench -D): run, shops, items, shop_base, item_base, zipf,
--- cart_pct, claim_pct, release_pct, ttl_s (claim/release), abandon_ttl_s, seq=0.
--- The checkout id is rebuilt from (run, client, seq): a retried transaction
--- (40001/40P01) redoes the same checkout, which stockpool makes a no-op.
-\set seq :seq + 1
+-- cart_pct, claim_pct, release_pct, ttl_s (claim/release), abandon_ttl_s.
+-- The checkout id is rebuilt from run, client and a random draw, like every
+-- other choice here: pgbench replays a client's random draws when it retries a
+-- transaction (40001/40P01), though not its \set arithmetic, so a retry redoes
+-- the same checkout with the same lines, which stockpool makes a no-op.
+\set seq random(1, 4611686018427387903)
 \set shop :shop_base + random(1, :shops)
 \set fate random(1, 100)
 \set cart random(1, 100)

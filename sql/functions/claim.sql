@@ -2,7 +2,9 @@
 -- permanent deduction of on_hand with one movement row per key, in one
 -- transaction, all or nothing.
 -- Returns the units claimed by the checkout in total; a retry claims nothing
--- twice and returns the same number.
+-- twice and returns the same number. Lines reserved after the last claim
+-- that expired or were released since are not mistaken for a retry: they
+-- raise SP004 or SP005.
 -- Locks: the checkout lock, the checkout's hold rows FOR UPDATE, then the
 -- ledger rows of its keys in sorted key order (pool, then holds, then ledger).
 -- Raises 22004 (NULL argument), SP003 (unknown checkout), SP004 (a live hold
@@ -69,7 +71,27 @@ BEGIN
                   HINT = 'Reserve with stockpool.reserve_units() or reserve_cart() before claiming.';
     END IF;
     IF v_held = 0 AND v_claimed > 0 THEN
-        RETURN v_claimed;
+        -- A retry of a claim that went through returns its total. But lines
+        -- the checkout reserved after that claim, and that expired or were
+        -- released since, are a new purchase that failed: say so instead of
+        -- answering with the old total as if it had been claimed.
+        SELECT pg_catalog.count(*) FILTER (WHERE h.status <> 'released')::integer,
+               pg_catalog.count(*) FILTER (WHERE h.status = 'released')::integer
+        INTO v_expired, v_released
+        FROM stockpool.holds AS h
+        WHERE h.shop_id = p_shop_id
+            AND h.checkout_id = p_checkout_id
+            AND h.status <> 'claimed'
+            AND h.created_at > (
+                SELECT pg_catalog.max(c.updated_at)
+                FROM stockpool.holds AS c
+                WHERE c.shop_id = p_shop_id
+                    AND c.checkout_id = p_checkout_id
+                    AND c.status = 'claimed'
+            );
+        IF v_expired = 0 AND v_released = 0 THEN
+            RETURN v_claimed;
+        END IF;
     END IF;
     IF v_expired > 0 AND (v_held > 0 OR v_released = 0) THEN
         RAISE EXCEPTION 'stockpool.claim: a hold of checkout % has expired; nothing was claimed', p_checkout_id

@@ -353,6 +353,12 @@ $$;
 ALTER FUNCTION stockpool._movements_immutable() OWNER TO stockpool_owner;
 
 --
+-- Name: FUNCTION _movements_immutable(); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._movements_immutable() IS 'Internal: trigger function of stockpool.movements; refuses UPDATE, DELETE and TRUNCATE (SP009).';
+
+--
 -- Name: _null_args(text[], boolean[]); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -1206,7 +1212,27 @@ BEGIN
                   HINT = 'Reserve with stockpool.reserve_units() or reserve_cart() before claiming.';
     END IF;
     IF v_held = 0 AND v_claimed > 0 THEN
-        RETURN v_claimed;
+        -- A retry of a claim that went through returns its total. But lines
+        -- the checkout reserved after that claim, and that expired or were
+        -- released since, are a new purchase that failed: say so instead of
+        -- answering with the old total as if it had been claimed.
+        SELECT pg_catalog.count(*) FILTER (WHERE h.status <> 'released')::integer,
+               pg_catalog.count(*) FILTER (WHERE h.status = 'released')::integer
+        INTO v_expired, v_released
+        FROM stockpool.holds AS h
+        WHERE h.shop_id = p_shop_id
+            AND h.checkout_id = p_checkout_id
+            AND h.status <> 'claimed'
+            AND h.created_at > (
+                SELECT pg_catalog.max(c.updated_at)
+                FROM stockpool.holds AS c
+                WHERE c.shop_id = p_shop_id
+                    AND c.checkout_id = p_checkout_id
+                    AND c.status = 'claimed'
+            );
+        IF v_expired = 0 AND v_released = 0 THEN
+            RETURN v_claimed;
+        END IF;
     END IF;
     IF v_expired > 0 AND (v_held > 0 OR v_released = 0) THEN
         RAISE EXCEPTION 'stockpool.claim: a hold of checkout % has expired; nothing was claimed', p_checkout_id

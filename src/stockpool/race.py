@@ -451,7 +451,6 @@ def _sellout(
             "item": item,
             "location": LOCATION,
             "rollback_pct": rollback_pct,
-            "seq": 0,
         },
     )
     with _connect(h.dsn) as conn:
@@ -800,7 +799,6 @@ def _soak(h: Harness, clients: int, duration: int, o: SoakOptions) -> RunReport:
             "release_pct": release_pct,
             "ttl_s": ttl,
             "abandon_ttl_s": abandon_ttl,
-            "seq": 0,
         },
         beside=(sweeper, replenisher, checker),
     )
@@ -941,7 +939,6 @@ def _hot_step(h: Harness, clients: int, duration: int, shape: str) -> RunReport:
             "shop": SHOP,
             "item": item,
             "location": LOCATION,
-            "seq": 0,
             "rollback_pct": 0,
         },
     )

@@ -2,7 +2,7 @@
 -- claim movements, all or nothing; a retry returns the same number. Unknown
 -- SP003, expired SP004, released SP005, each writing nothing.
 BEGIN;
-SELECT plan(47);
+SELECT plan(65);
 
 CREATE TEMPORARY VIEW snapshot AS
 SELECT 'stock' AS kind, s::text AS state FROM stockpool.stock AS s
@@ -134,6 +134,54 @@ SELECT ok(stockpool.reserve_units(1, 502, 1, 1, '00000000-0000-0000-0000-0000000
 SELECT is(stockpool.claim(1, '00000000-0000-0000-0000-000000000101'), 8,
     'claim returns all the checkout''s claimed units: 7 + 1');
 SELECT is(stockpool.claim(1, '00000000-0000-0000-0000-000000000101'), 8, 'and a retry the same 8');
+
+-- Lines reserved after a claim that then expired or were released are a new
+-- purchase that failed, not a retry of the claim: SP005 / SP004, not the old
+-- total. (Everything here runs in one transaction, where now() does not move:
+-- the claims are moved a minute into the past by hand.)
+SELECT is(stockpool.set_stock(2, 600, 1, 10), 10, 'shop 2: key 600 at 10');
+SELECT is(stockpool.set_stock(2, 601, 1, 10), 10, 'shop 2: key 601 at 10');
+SELECT ok(stockpool.reserve_units(2, 600, 1, 2, '00000000-0000-0000-0000-000000000201'),
+    'checkout 201 holds 2 of key 600');
+SELECT is(stockpool.claim(2, '00000000-0000-0000-0000-000000000201'), 2, 'and claims them');
+UPDATE stockpool.holds SET updated_at = updated_at - interval '1 minute'
+WHERE shop_id = 2 AND checkout_id = '00000000-0000-0000-0000-000000000201';
+SELECT is(stockpool.claim(2, '00000000-0000-0000-0000-000000000201'), 2,
+    'a retry a minute later: the same 2');
+SELECT ok(stockpool.reserve_units(2, 601, 1, 1, '00000000-0000-0000-0000-000000000201'),
+    'then checkout 201 holds 1 of key 601');
+SELECT is(stockpool.release(2, '00000000-0000-0000-0000-000000000201'), 1, 'and releases it');
+SELECT throws_ok($$SELECT stockpool.claim(2, '00000000-0000-0000-0000-000000000201')$$,
+    'SP005', NULL, 'claim of a line released after the last claim: SP005, not the old total');
+
+SELECT ok(stockpool.reserve_units(2, 600, 1, 1, '00000000-0000-0000-0000-000000000202'),
+    'checkout 202 holds 1 of key 600');
+SELECT is(stockpool.claim(2, '00000000-0000-0000-0000-000000000202'), 1, 'and claims it');
+UPDATE stockpool.holds SET updated_at = updated_at - interval '1 minute'
+WHERE shop_id = 2 AND checkout_id = '00000000-0000-0000-0000-000000000202';
+SELECT ok(stockpool.reserve_units(2, 601, 1, 3, '00000000-0000-0000-0000-000000000202'),
+    'then checkout 202 holds 3 of key 601');
+UPDATE stockpool.holds SET expires_at = now() - interval '1 second'
+WHERE shop_id = 2 AND checkout_id = '00000000-0000-0000-0000-000000000202' AND status = 'held';
+SELECT throws_ok($$SELECT stockpool.claim(2, '00000000-0000-0000-0000-000000000202')$$,
+    'SP004', NULL, 'claim of a line that expired after the last claim: SP004, not the old total');
+SELECT is((SELECT on_hand FROM stockpool.stock WHERE shop_id = 2 AND item_id = 601), 10,
+    'and nothing of key 601 was claimed');
+
+-- Control: a line released before the claim is not a new purchase.
+SELECT ok(stockpool.reserve_units(2, 600, 1, 1, '00000000-0000-0000-0000-000000000203'),
+    'checkout 203 holds 1 of key 600');
+SELECT is(stockpool.release(2, '00000000-0000-0000-0000-000000000203'), 1, 'releases it');
+SELECT ok(stockpool.reserve_units(2, 601, 1, 1, '00000000-0000-0000-0000-000000000203'),
+    'then holds 1 of key 601');
+SELECT is(stockpool.claim(2, '00000000-0000-0000-0000-000000000203'), 1, 'and claims that one');
+UPDATE stockpool.holds SET created_at = created_at - interval '2 minutes',
+                           updated_at = updated_at - interval '2 minutes'
+WHERE shop_id = 2 AND checkout_id = '00000000-0000-0000-0000-000000000203' AND status = 'released';
+UPDATE stockpool.holds SET updated_at = updated_at - interval '1 minute'
+WHERE shop_id = 2 AND checkout_id = '00000000-0000-0000-0000-000000000203' AND status = 'claimed';
+SELECT is(stockpool.claim(2, '00000000-0000-0000-0000-000000000203'), 1,
+    'a retry returns the same 1: the released line is older than the claim');
 
 -- The ledger still matches its history.
 SELECT results_eq(
