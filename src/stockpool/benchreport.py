@@ -11,7 +11,7 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console
@@ -332,6 +332,18 @@ def _verdict(passed: bool | None) -> str:
     return "n/a" if passed is None else ("PASS" if passed else "FAIL")
 
 
+# One colour per strategy, none shared: stockpool's red is its own.
+CHART_COLORS = {
+    "ceiling": "black",
+    "counter": "tab:blue",
+    "counter_hold": "tab:orange",
+    "skip_locked": "tab:green",
+    "pool": "tab:brown",
+    "sharded": "tab:purple",
+    "stockpool": "tab:red",
+}
+
+
 def chart(run: BenchRun, path: Path) -> None:
     """Throughput against clients, and p99 on a log scale."""
     import matplotlib
@@ -346,11 +358,16 @@ def chart(run: BenchRun, path: Path) -> None:
         )
         if not cells:
             continue
-        style = {"linewidth": 1.6, "marker": "o", "markersize": 4}
+        style: dict[str, Any] = {
+            "linewidth": 1.6,
+            "marker": "o",
+            "markersize": 4,
+            "color": CHART_COLORS.get(name, "tab:gray"),
+        }
         if name == "ceiling":
-            style.update(color="black", linestyle="--")
+            style.update(linestyle="--")
         if name == "stockpool":
-            style.update(linewidth=3.0, color="tab:red")
+            style.update(linewidth=3.0)
         xs = [c.clients for c in cells]
         left.plot(xs, [c.rate for c in cells], label=name, **style)
         right.plot(xs, [c.p99_ms or float("nan") for c in cells], label=name, **style)

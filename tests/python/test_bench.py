@@ -185,3 +185,8 @@ def test_cpu_meter_needs_a_local_server(tmp_path: Path) -> None:
     assert cpumeter.ServerCPU.of_datadir(tmp_path) is None  # no postmaster.pid
     (tmp_path / "postmaster.pid").write_text("999999999\n")
     assert cpumeter.ServerCPU.of_datadir(tmp_path) is None  # no such process
+
+
+def test_chart_gives_every_strategy_its_own_colour() -> None:
+    assert set(benchreport.CHART_COLORS) == set(bench.STRATEGIES)
+    assert len(set(benchreport.CHART_COLORS.values())) == len(benchreport.CHART_COLORS)
