@@ -3,7 +3,8 @@
 -- Returns true when the request is already satisfied (live or claimed hold of
 -- the same quantity; an expired but unswept hold still owns its units and is
 -- simply renewed), false when a new hold must be taken (none, released,
--- expired and swept). Raises SP007 when the checkout holds a different
+-- expired and swept, or expired by a sweeper or cycle count while this call
+-- looked). Raises SP007 when the checkout holds a different
 -- quantity of this key. Touches holds.
 CREATE OR REPLACE FUNCTION stockpool._existing_hold(
     p_shop_id bigint,
@@ -38,13 +39,20 @@ BEGIN
     END IF;
 
     IF v_hold.status = 'held' AND v_hold.expires_at <= pg_catalog.now() THEN
+        -- Renewed only if still held: a sweeper or a cycle count may have
+        -- expired it since the look above (this UPDATE waits for it and
+        -- re-reads the row), and its units are then back in the pool.
         UPDATE stockpool.holds AS h
         SET expires_at = pg_catalog.now() + p_ttl,
             updated_at = pg_catalog.now()
         WHERE h.shop_id = p_shop_id
             AND h.checkout_id = p_checkout_id
             AND h.item_id = p_item_id
-            AND h.location_id = p_location_id;
+            AND h.location_id = p_location_id
+            AND h.status = 'held';
+        IF NOT FOUND THEN
+            RETURN false;  -- expired meanwhile: a new hold must be taken
+        END IF;
     END IF;
 
     RETURN true;

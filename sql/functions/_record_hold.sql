@@ -17,16 +17,17 @@ RETURNS void
 LANGUAGE plpgsql
 AS $function$
 BEGIN
+    -- created_at: the clock under the checkout lock (see claim).
     INSERT INTO stockpool.holds AS h
-        (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at)
+        (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at, created_at)
     VALUES
         (p_shop_id, p_checkout_id, p_item_id, p_location_id, p_quantity, 'held',
-         pg_catalog.now() + p_ttl)
+         pg_catalog.now() + p_ttl, pg_catalog.clock_timestamp())
     ON CONFLICT ON CONSTRAINT holds_pkey DO UPDATE
     SET quantity = excluded.quantity,
         status = 'held',
         expires_at = excluded.expires_at,
-        created_at = pg_catalog.now(),
+        created_at = excluded.created_at,
         updated_at = pg_catalog.now();
 END;
 $function$;

@@ -3,8 +3,8 @@
 -- transaction, all or nothing.
 -- Returns the units claimed by the checkout in total; a retry claims nothing
 -- twice and returns the same number. Lines reserved after the last claim
--- that expired or were released since are not mistaken for a retry: they
--- raise SP004 or SP005.
+-- that have since expired or been released are not mistaken for a retry:
+-- they raise SP004 or SP005.
 -- Locks: the checkout lock, the checkout's hold rows FOR UPDATE, then the
 -- ledger rows of its keys in sorted key order (pool, then holds, then ledger).
 -- Raises 22004 (NULL argument), SP003 (unknown checkout), SP004 (a live hold
@@ -72,9 +72,11 @@ BEGIN
     END IF;
     IF v_held = 0 AND v_claimed > 0 THEN
         -- A retry of a claim that went through returns its total. But lines
-        -- the checkout reserved after that claim, and that expired or were
-        -- released since, are a new purchase that failed: say so instead of
-        -- answering with the old total as if it had been claimed.
+        -- the checkout reserved after that claim, and that have since expired
+        -- or been released, are a new purchase that failed: say so instead of
+        -- answering with the old total as if it had been claimed. Both
+        -- timestamps are clock_timestamp() taken under the checkout lock, so
+        -- they follow the order in which the calls really ran.
         SELECT pg_catalog.count(*) FILTER (WHERE h.status <> 'released')::integer,
                pg_catalog.count(*) FILTER (WHERE h.status = 'released')::integer
         INTO v_expired, v_released
@@ -122,9 +124,11 @@ BEGIN
         v_claimed := v_claimed + v_quantities[v_i];
     END LOOP;
 
+    -- The clock, not the transaction's start: lines reserved after this
+    -- claim (under the same checkout lock) get a later created_at.
     UPDATE stockpool.holds AS h
     SET status = 'claimed',
-        updated_at = pg_catalog.now()
+        updated_at = pg_catalog.clock_timestamp()
     WHERE h.shop_id = p_shop_id
         AND h.checkout_id = p_checkout_id
         AND h.status = 'held';

@@ -72,12 +72,14 @@ BEGIN
 
     -- The hold row goes in first, and inserting it is the idempotency check:
     -- a row already there (a retry, or a hold to re-open) takes the careful
-    -- path below; a new one costs no separate look-up.
+    -- path below; a new one costs no separate look-up. created_at is the
+    -- clock under the checkout lock, not the transaction's start: claim
+    -- compares it with its own clock to tell a later line from a retry.
     INSERT INTO stockpool.holds AS h
-        (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at)
+        (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at, created_at)
     VALUES
         (p_shop_id, p_checkout_id, p_item_id, p_location_id, p_quantity, 'held',
-         pg_catalog.now() + p_ttl)
+         pg_catalog.now() + p_ttl, pg_catalog.clock_timestamp())
     ON CONFLICT ON CONSTRAINT holds_pkey DO NOTHING;
 
     IF NOT FOUND THEN

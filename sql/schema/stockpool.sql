@@ -226,13 +226,20 @@ BEGIN
     END IF;
 
     IF v_hold.status = 'held' AND v_hold.expires_at <= pg_catalog.now() THEN
+        -- Renewed only if still held: a sweeper or a cycle count may have
+        -- expired it since the look above (this UPDATE waits for it and
+        -- re-reads the row), and its units are then back in the pool.
         UPDATE stockpool.holds AS h
         SET expires_at = pg_catalog.now() + p_ttl,
             updated_at = pg_catalog.now()
         WHERE h.shop_id = p_shop_id
             AND h.checkout_id = p_checkout_id
             AND h.item_id = p_item_id
-            AND h.location_id = p_location_id;
+            AND h.location_id = p_location_id
+            AND h.status = 'held';
+        IF NOT FOUND THEN
+            RETURN false;  -- expired meanwhile: a new hold must be taken
+        END IF;
     END IF;
 
     RETURN true;
@@ -387,16 +394,17 @@ CREATE FUNCTION stockpool._record_hold(p_shop_id bigint, p_checkout_id uuid, p_i
     LANGUAGE plpgsql
     AS $$
 BEGIN
+    -- created_at: the clock under the checkout lock (see claim).
     INSERT INTO stockpool.holds AS h
-        (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at)
+        (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at, created_at)
     VALUES
         (p_shop_id, p_checkout_id, p_item_id, p_location_id, p_quantity, 'held',
-         pg_catalog.now() + p_ttl)
+         pg_catalog.now() + p_ttl, pg_catalog.clock_timestamp())
     ON CONFLICT ON CONSTRAINT holds_pkey DO UPDATE
     SET quantity = excluded.quantity,
         status = 'held',
         expires_at = excluded.expires_at,
-        created_at = pg_catalog.now(),
+        created_at = excluded.created_at,
         updated_at = pg_catalog.now();
 END;
 $$;
@@ -1213,9 +1221,11 @@ BEGIN
     END IF;
     IF v_held = 0 AND v_claimed > 0 THEN
         -- A retry of a claim that went through returns its total. But lines
-        -- the checkout reserved after that claim, and that expired or were
-        -- released since, are a new purchase that failed: say so instead of
-        -- answering with the old total as if it had been claimed.
+        -- the checkout reserved after that claim, and that have since expired
+        -- or been released, are a new purchase that failed: say so instead of
+        -- answering with the old total as if it had been claimed. Both
+        -- timestamps are clock_timestamp() taken under the checkout lock, so
+        -- they follow the order in which the calls really ran.
         SELECT pg_catalog.count(*) FILTER (WHERE h.status <> 'released')::integer,
                pg_catalog.count(*) FILTER (WHERE h.status = 'released')::integer
         INTO v_expired, v_released
@@ -1263,9 +1273,11 @@ BEGIN
         v_claimed := v_claimed + v_quantities[v_i];
     END LOOP;
 
+    -- The clock, not the transaction's start: lines reserved after this
+    -- claim (under the same checkout lock) get a later created_at.
     UPDATE stockpool.holds AS h
     SET status = 'claimed',
-        updated_at = pg_catalog.now()
+        updated_at = pg_catalog.clock_timestamp()
     WHERE h.shop_id = p_shop_id
         AND h.checkout_id = p_checkout_id
         AND h.status = 'held';
@@ -1648,12 +1660,14 @@ BEGIN
 
     -- The hold row goes in first, and inserting it is the idempotency check:
     -- a row already there (a retry, or a hold to re-open) takes the careful
-    -- path below; a new one costs no separate look-up.
+    -- path below; a new one costs no separate look-up. created_at is the
+    -- clock under the checkout lock, not the transaction's start: claim
+    -- compares it with its own clock to tell a later line from a retry.
     INSERT INTO stockpool.holds AS h
-        (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at)
+        (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at, created_at)
     VALUES
         (p_shop_id, p_checkout_id, p_item_id, p_location_id, p_quantity, 'held',
-         pg_catalog.now() + p_ttl)
+         pg_catalog.now() + p_ttl, pg_catalog.clock_timestamp())
     ON CONFLICT ON CONSTRAINT holds_pkey DO NOTHING;
 
     IF NOT FOUND THEN

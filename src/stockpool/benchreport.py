@@ -202,8 +202,9 @@ def markdown(run: BenchRun, chart_name: str | None) -> str:
         "Ratios are to the ceiling of this run at the same client count. "
         "Wait events: pg_stat_activity of the cell's active backends sampled every 200 ms; "
         "CPU (active, no wait event) is left out of the top event but counted in its share. "
-        "CPU per reservation: CPU time of every server process and of pgbench during the cell "
-        "(from /proc; '-' for a server on another machine), over the units reserved: a figure "
+        "CPU per reservation: CPU time of every server process (from /proc) and of pgbench "
+        "(getrusage) during the cell, over the units its transactions asked for ('-' for a server "
+        "on another machine): a figure "
         "that other load on a shared machine moves much less than throughput. "
         "(!) marks a cell whose transactions did not all reserve or whose clients aborted.",
         "",

@@ -60,17 +60,26 @@ class ServerCPU:
         meter = cls(pid)
         return meter if _stat_fields(pid) is not None else None
 
-    def server_seconds(self) -> float:
+    def _postmaster(self) -> list[str]:
         fields = _stat_fields(self.pid)
         if fields is None:
             raise ProcessLookupError(f"postmaster {self.pid} is gone")
-        ticks = _ticks(fields, with_children=True)
-        for entry in PROC.iterdir():
-            if not entry.name.isdigit():
-                continue
-            child = _stat_fields(int(entry.name))
-            if child is not None and child[1] == str(self.pid):
-                ticks += _ticks(child, with_children=True)
+        return fields
+
+    def server_seconds(self) -> float:
+        # A child reaped between reading the postmaster and scanning its
+        # children would be in neither: read again until nothing was reaped.
+        for _ in range(5):
+            before = self._postmaster()
+            ticks = _ticks(before, with_children=True)
+            for entry in PROC.iterdir():
+                if not entry.name.isdigit():
+                    continue
+                child = _stat_fields(int(entry.name))
+                if child is not None and child[1] == str(self.pid):
+                    ticks += _ticks(child, with_children=True)
+            if self._postmaster()[13:15] == before[13:15]:
+                break
         return ticks / self.hz
 
     def read(self) -> Reading:

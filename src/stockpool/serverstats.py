@@ -22,13 +22,13 @@ from psycopg.rows import TupleRow
 
 # log_line_prefix of harness-started clusters: ServerLog parses it.
 LOG_LINE_PREFIX = "'%m [%p] app=%a sqlstate=%e '"
-LOG_ERROR = re.compile(r"app=(\S*) sqlstate=([0-9A-Z]{5}) (ERROR|FATAL):\s+(.*)$")
+LOG_ERROR = re.compile(r"app=(.*?) sqlstate=([0-9A-Z]{5}) (ERROR|FATAL):\s+(.*)$")
 # Any line of a report: "<time> [pid] app=<name> sqlstate=<code> LEVEL:  message".
 LOG_LINE = re.compile(
-    r"^.*? \[(?P<pid>\d+)\] app=\S* sqlstate=(?P<state>[0-9A-Z]{5}) "
+    r"^.*? \[(?P<pid>\d+)\] app=.*? sqlstate=(?P<state>[0-9A-Z]{5}) "
     r"(?P<level>[A-Z]+):\s+(?P<message>.*)$"
 )
-REPORT_PARTS = ("DETAIL", "HINT", "CONTEXT", "STATEMENT")
+REPORT_PARTS = ("DETAIL", "HINT", "QUERY", "CONTEXT", "LOCATION", "STATEMENT")
 
 POOL_PARTITIONS = """
 SELECT c.relname, s.n_live_tup, s.n_dead_tup, s.autovacuum_count, s.vacuum_count

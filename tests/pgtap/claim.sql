@@ -2,7 +2,7 @@
 -- claim movements, all or nothing; a retry returns the same number. Unknown
 -- SP003, expired SP004, released SP005, each writing nothing.
 BEGIN;
-SELECT plan(65);
+SELECT plan(69);
 
 CREATE TEMPORARY VIEW snapshot AS
 SELECT 'stock' AS kind, s::text AS state FROM stockpool.stock AS s
@@ -138,7 +138,8 @@ SELECT is(stockpool.claim(1, '00000000-0000-0000-0000-000000000101'), 8, 'and a 
 -- Lines reserved after a claim that then expired or were released are a new
 -- purchase that failed, not a retry of the claim: SP005 / SP004, not the old
 -- total. (Everything here runs in one transaction, where now() does not move:
--- the claims are moved a minute into the past by hand.)
+-- the claims are moved a minute into the past by hand; the last case shows
+-- the clock alone is enough.)
 SELECT is(stockpool.set_stock(2, 600, 1, 10), 10, 'shop 2: key 600 at 10');
 SELECT is(stockpool.set_stock(2, 601, 1, 10), 10, 'shop 2: key 601 at 10');
 SELECT ok(stockpool.reserve_units(2, 600, 1, 2, '00000000-0000-0000-0000-000000000201'),
@@ -165,8 +166,17 @@ UPDATE stockpool.holds SET expires_at = now() - interval '1 second'
 WHERE shop_id = 2 AND checkout_id = '00000000-0000-0000-0000-000000000202' AND status = 'held';
 SELECT throws_ok($$SELECT stockpool.claim(2, '00000000-0000-0000-0000-000000000202')$$,
     'SP004', NULL, 'claim of a line that expired after the last claim: SP004, not the old total');
-SELECT is((SELECT on_hand FROM stockpool.stock WHERE shop_id = 2 AND item_id = 601), 10,
-    'and nothing of key 601 was claimed');
+
+-- The same order without moving anything by hand: the calls are stamped with
+-- the clock under the checkout lock, not with the transaction's start.
+SELECT ok(stockpool.reserve_units(2, 600, 1, 1, '00000000-0000-0000-0000-000000000204'),
+    'checkout 204 holds 1 of key 600');
+SELECT is(stockpool.claim(2, '00000000-0000-0000-0000-000000000204'), 1, 'and claims it');
+SELECT ok(stockpool.reserve_units(2, 601, 1, 1, '00000000-0000-0000-0000-000000000204'),
+    'then, in the same transaction, holds 1 of key 601');
+SELECT is(stockpool.release(2, '00000000-0000-0000-0000-000000000204'), 1, 'and releases it');
+SELECT throws_ok($$SELECT stockpool.claim(2, '00000000-0000-0000-0000-000000000204')$$,
+    'SP005', NULL, 'claim: SP005 though every call ran in one transaction (one now())');
 
 -- Control: a line released before the claim is not a new purchase.
 SELECT ok(stockpool.reserve_units(2, 600, 1, 1, '00000000-0000-0000-0000-000000000203'),

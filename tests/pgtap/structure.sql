@@ -294,7 +294,7 @@ SELECT is_empty(
 SELECT is_empty(
     $$SELECT p.proname::text FROM pg_catalog.pg_proc AS p
       WHERE p.pronamespace = 'stockpool'::regnamespace
-          AND p.prosrc ~ 'pg_advisory_(try_)?(un)?lock'$$,
+          AND p.prosrc ~ 'pg_(try_)?advisory_(un)?lock'$$,
     'no function takes or drops a session-level advisory lock');
 
 SELECT * FROM finish();

@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from support import background, checkout, levels, result, scalar, violations
+from support import background, checkout, levels, result, scalar, violations, wait_until_blocked
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -95,6 +95,34 @@ def test_reserve_retry_renews_an_expired_unswept_hold_without_taking_again(conn:
     assert levels(conn, SHOP, ITEM, LOC) == (5, 3, 2, 0)
     assert scalar(conn, "SELECT expires_at > now() + interval '10 minutes' FROM stockpool.holds") is True
     assert scalar(conn, "SELECT stockpool.claim(%s, %s)", (SHOP, cart)) == 2
+
+
+def test_reserve_retry_meeting_a_sweep_reserves_again(conn: psycopg.Connection, conns: Any) -> None:
+    """The retry finds the hold held but overdue, and a sweeper expires it
+    right then: the retry waits for the sweeper, sees the hold expired (its
+    units back in the pool) and takes a new one, instead of stretching an
+    expired row and answering "held" for units it no longer has.
+    The sweeper's session locks the row first, so that the retry's look finds
+    it still held and the retry's renewal is what waits."""
+    _stock(conn, 5)
+    cart = checkout()
+    conn.execute(
+        "SELECT stockpool.reserve_units(%s, %s, %s, 2, %s, '100 milliseconds')", (SHOP, ITEM, LOC, cart)
+    )
+    time.sleep(0.3)
+    sweeper = conns(autocommit=False, name="sweeper")
+    sweeper.execute("SELECT 1 FROM stockpool.holds WHERE checkout_id = %s FOR UPDATE", (cart,))
+    buyer = conns(autocommit=True, name="retrying-buyer")
+    with background() as submit:
+        answer = submit(scalar, buyer, RESERVE, (SHOP, ITEM, LOC, 2, cart))
+        assert wait_until_blocked(conn, buyer.info.backend_pid, answer) == [sweeper.info.backend_pid]
+        assert scalar(sweeper, "SELECT stockpool.sweep(10)") == 1  # its own lock: not skipped
+        sweeper.commit()
+        assert result(answer, timeout=20) is True
+    assert _holds(conn, cart) == [(ITEM, 2, "held")]
+    assert levels(conn, SHOP, ITEM, LOC) == (5, 3, 2, 0)
+    assert scalar(conn, "SELECT stockpool.claim(%s, %s)", (SHOP, cart)) == 2
+    assert violations(conn) == []
 
 
 def test_claim_retried_returns_the_same_number_and_deducts_once(conn: psycopg.Connection) -> None:

@@ -342,8 +342,10 @@ def test_server_log_gives_each_deadlock_with_its_cycle(tmp_path: Path) -> None:
             f"{stamp} [14] app=psql sqlstate=42703 ERROR:  not a deadlock\n"
             f"{stamp} [14] app=psql sqlstate=42703 STATEMENT:  SELECT nope\n"
             f"{stamp} [12] app=race/2/sweeper sqlstate=40P01 STATEMENT:  too late, another report came\n"
-            f"{stamp} [20] app=pgbench sqlstate=40P01 ERROR:  deadlock detected\n"
-            f"{stamp} [20] app=pgbench sqlstate=40P01 CONTEXT:  while locking tuple (0,1)\n"
+            f"{stamp} [20] app=PostgreSQL JDBC Driver sqlstate=40P01 ERROR:  deadlock detected\n"
+            f"{stamp} [20] app=PostgreSQL JDBC Driver sqlstate=40P01 CONTEXT:  while locking tuple (0,1)\n"
+            f"{stamp} [20] app=PostgreSQL JDBC Driver sqlstate=40P01 LOCATION:  DeadLockReport, deadlock.c\n"
+            f"{stamp} [20] app=PostgreSQL JDBC Driver sqlstate=40P01 STATEMENT:  UPDATE t SET x = 1\n"
         )
     reports = log.deadlocks_since(mark)
     assert reports == [
@@ -351,7 +353,8 @@ def test_server_log_gives_each_deadlock_with_its_cycle(tmp_path: Path) -> None:
         "process 13. | Process 13 waits for ShareLock on transaction 4; blocked by process 12. | "
         "Process 12: SELECT stockpool.sweep(500) | Process 13: SELECT stockpool.claim(1, 'x') | "
         "HINT: See server log for query details.",
-        "ERROR: deadlock detected | CONTEXT: while locking tuple (0,1)",
+        "ERROR: deadlock detected | CONTEXT: while locking tuple (0,1) | "
+        "LOCATION: DeadLockReport, deadlock.c | STATEMENT: UPDATE t SET x = 1",
     ]
     assert ServerLog(tmp_path / "missing.log").deadlocks_since(0) == []
 
@@ -379,3 +382,6 @@ def test_zero_deadlocks_check_carries_the_servers_report() -> None:
     assert not caught.passed
     assert caught.detail.endswith("the server's report: ERROR: deadlock detected | DETAIL: Process 12 waits")
     assert not race._zero_deadlocks(measured(1, [])).passed, "a count without a report still fails"
+    # Another database's deadlock in the cluster's log: not this run's.
+    other = race._zero_deadlocks(measured(0, ["ERROR: deadlock detected | DETAIL: elsewhere"]))
+    assert other.passed and other.detail == "0 deadlocks (pg_stat_database)"

@@ -155,13 +155,22 @@ def test_in_flight_refill_is_waited_for(conn: psycopg.Connection, conns: Conns, 
     item = 9
     _stock(conn, item, 1, fill=False)
     a = conns(autocommit=False, name="refiller-a")
-    b = conns(autocommit=True, name="reserver-b")
+    b = conns(autocommit=False, name="reserver-b")
     assert scalar(a, "SELECT stockpool.replenish_pool(%s, %s, %s)", (SHOP, item, LOC)) == 1
     with background() as submit:
         answer = submit(scalar, b, RESERVE, (SHOP, item, LOC, 1, checkout()))
         assert wait_until_blocked(conn, b.info.backend_pid, answer) == [a.info.backend_pid]
         a.rollback() if a_ends == "rollback" else a.commit()
         assert result(answer, timeout=20) is True
+    # The wait let go of its shared lock at once, not at B's commit: B's
+    # transaction is still open and holds no shared advisory lock.
+    shared = conn.execute(
+        "SELECT count(*) FROM pg_catalog.pg_locks"
+        " WHERE pid = %s AND locktype = 'advisory' AND mode = 'ShareLock'",
+        (b.info.backend_pid,),
+    ).fetchone()
+    assert shared == (0,)
+    b.commit()
     assert levels(conn, SHOP, item, LOC) == (1, 0, 1, 0)
     assert violations(conn) == []
 
