@@ -22,10 +22,9 @@ from psycopg.rows import TupleRow
 
 # log_line_prefix of harness-started clusters: ServerLog parses it.
 LOG_LINE_PREFIX = "'%m [%p] app=%a sqlstate=%e '"
-LOG_ERROR = re.compile(r"app=(.*?) sqlstate=([0-9A-Z]{5}) (ERROR|FATAL):\s+(.*)$")
 # Any line of a report: "<time> [pid] app=<name> sqlstate=<code> LEVEL:  message".
 LOG_LINE = re.compile(
-    r"^.*? \[(?P<pid>\d+)\] app=.*? sqlstate=(?P<state>[0-9A-Z]{5}) "
+    r"^.*? \[(?P<pid>\d+)\] app=(?P<app>.*?) sqlstate=(?P<state>[0-9A-Z]{5}) "
     r"(?P<level>[A-Z]+):\s+(?P<message>.*)$"
 )
 REPORT_PARTS = ("DETAIL", "HINT", "QUERY", "CONTEXT", "LOCATION", "STATEMENT")
@@ -151,23 +150,28 @@ class ServerLog:
         except OSError:
             return 0
 
+    def _lines_since(self, offset: int) -> list[str]:
+        """The log's lines written after ``offset`` (none if it cannot be read)."""
+        try:
+            with self.path.open("rb") as handle:
+                handle.seek(offset)
+                return handle.read().decode(errors="replace").splitlines()
+        except OSError:
+            return []
+
     def errors_since(self, offset: int, app_prefix: str) -> tuple[Counter[str], dict[str, str]]:
         """SQLSTATE -> count, and SQLSTATE -> first message, for sessions whose
         application name starts with ``app_prefix``."""
         counts: Counter[str] = Counter()
         first: dict[str, str] = {}
-        try:
-            with self.path.open("rb") as handle:
-                handle.seek(offset)
-                text = handle.read().decode(errors="replace")
-        except OSError:
-            return counts, first
-        for line in text.splitlines():
-            match = LOG_ERROR.search(line)
-            if match and match.group(1).startswith(app_prefix):
-                state = match.group(2)
+        for line in self._lines_since(offset):
+            match = LOG_LINE.match(line)
+            if match is None or match.group("level") not in ("ERROR", "FATAL"):
+                continue
+            if match.group("app").startswith(app_prefix):
+                state = match.group("state")
                 counts[state] += 1
-                first.setdefault(state, match.group(4).strip())
+                first.setdefault(state, match.group("message").strip())
         return counts, first
 
     def deadlocks_since(self, offset: int) -> list[str]:
@@ -175,15 +179,9 @@ class ServerLog:
         victim was: the ERROR line with its DETAIL (the cycle: who waited for
         what, and each process's statement), CONTEXT and STATEMENT, one string
         per deadlock."""
-        try:
-            with self.path.open("rb") as handle:
-                handle.seek(offset)
-                text = handle.read().decode(errors="replace")
-        except OSError:
-            return []
         reports: list[list[str]] = []
         pid: str | None = None
-        for line in text.splitlines():
+        for line in self._lines_since(offset):
             match = LOG_LINE.match(line)
             if match is None:
                 if pid is not None and line[:1] in ("\t", " "):
