@@ -37,6 +37,7 @@ DECLARE
     v_direct boolean;
     v_i integer;
     v_claim text;
+    v_many text;
     v_one text;
     v_config text := '';
 BEGIN
@@ -96,6 +97,27 @@ BEGIN
                 FOR UPDATE SKIP LOCKED
             )%2$s;$claim$;
 
+    -- Several units from the parent, from bucket v_start up (%1$s: >=) or
+    -- below it (<), at most %2$s of them; dynamic SQL, planned with the values.
+    v_many := $many$
+    EXECUTE $sql$
+        WITH picked AS (
+            SELECT u.ctid AS row_id
+            FROM stockpool.pool_units AS u
+            WHERE u.shop_id = $1
+                AND u.item_id = $2
+                AND u.location_id = $3
+                AND u.bucket %1$s $4
+            ORDER BY u.bucket, u.unit_id
+            LIMIT $5
+            FOR UPDATE SKIP LOCKED
+        )
+        DELETE FROM stockpool.pool_units AS d
+        USING picked
+        WHERE d.shop_id = $1
+            AND d.ctid = picked.row_id
+    $sql$ USING p_shop_id, p_item_id, p_location_id, v_start, %2$s;$many$;
+
     IF v_direct THEN
         v_one := pg_catalog.format(E'\n    CASE %s', v_routing);
         FOR v_i IN 1..pg_catalog.cardinality(v_leaves) LOOP
@@ -136,44 +158,10 @@ BEGIN
     IF p_quantity = 1 THEN%2$s
         RETURN CASE WHEN FOUND THEN 1 ELSE 0 END;
     END IF;
-
-    EXECUTE $sql$
-        WITH picked AS (
-            SELECT u.ctid AS row_id
-            FROM stockpool.pool_units AS u
-            WHERE u.shop_id = $1
-                AND u.item_id = $2
-                AND u.location_id = $3
-                AND u.bucket >= $4
-            ORDER BY u.bucket, u.unit_id
-            LIMIT $5
-            FOR UPDATE SKIP LOCKED
-        )
-        DELETE FROM stockpool.pool_units AS d
-        USING picked
-        WHERE d.shop_id = $1
-            AND d.ctid = picked.row_id
-    $sql$ USING p_shop_id, p_item_id, p_location_id, v_start, p_quantity;
+%4$s
     GET DIAGNOSTICS v_got = ROW_COUNT;
 
-    IF v_got < p_quantity AND v_start > 0 THEN
-        EXECUTE $sql$
-            WITH picked AS (
-                SELECT u.ctid AS row_id
-                FROM stockpool.pool_units AS u
-                WHERE u.shop_id = $1
-                    AND u.item_id = $2
-                    AND u.location_id = $3
-                    AND u.bucket < $4
-                ORDER BY u.bucket, u.unit_id
-                LIMIT $5
-                FOR UPDATE SKIP LOCKED
-            )
-            DELETE FROM stockpool.pool_units AS d
-            USING picked
-            WHERE d.shop_id = $1
-                AND d.ctid = picked.row_id
-        $sql$ USING p_shop_id, p_item_id, p_location_id, v_start, p_quantity - v_got;
+    IF v_got < p_quantity AND v_start > 0 THEN%5$s
         GET DIAGNOSTICS v_more = ROW_COUNT;
         v_got := v_got + v_more;
     END IF;
@@ -184,7 +172,9 @@ $body$
 $function$,
         v_config,
         pg_catalog.replace(v_one, E'\n', E'\n    '),
-        CASE WHEN v_direct THEN 'one leaf per claim' ELSE 'claims on the parent' END);
+        CASE WHEN v_direct THEN 'one leaf per claim' ELSE 'claims on the parent' END,
+        pg_catalog.format(v_many, '>=', 'p_quantity'),
+        pg_catalog.replace(pg_catalog.format(v_many, '<', 'p_quantity - v_got'), E'\n', E'\n    '));
 END;
 $generate$;
 
