@@ -6,11 +6,14 @@
 -- that is not enough, the key's overdue holds are expired (they are not live,
 -- swept or not; SKIP LOCKED) and their units taken back too. If live holds
 -- still need more than the new on_hand, nothing changes and SP002 is raised.
+-- Pending claims of the key are folded first (stockpool._settle), so on_hand
+-- here is the true figure.
 -- Locks: the key's refill advisory lock, then the ledger row (the same order
 -- as refills); never waits on pool rows or hold rows (both SKIP LOCKED).
 -- Raises 22003 (result beyond integer), 22023 (negative result), SP001
 -- (relative change of an unknown key), SP002 (below live holds).
--- Returns the new on_hand. Touches stock, pool_units, holds, movements.
+-- Returns the new on_hand. Touches stock, pool_units, holds, pending_claims,
+-- movements.
 CREATE OR REPLACE FUNCTION stockpool._apply_on_hand(
     p_shop_id bigint,
     p_item_id bigint,
@@ -29,6 +32,11 @@ DECLARE
 BEGIN
     PERFORM pg_catalog.pg_advisory_xact_lock(
         stockpool._key_lock_id(p_shop_id, p_item_id, p_location_id));
+
+    -- The true figure first: fold every committed pending claim (waiting
+    -- for the ledger row). A claim that commits later is folded later, as
+    -- if it had come after this change, which is when it committed.
+    PERFORM stockpool._settle(p_shop_id, p_item_id, p_location_id, true);
 
     SELECT s.* INTO v_stock
     FROM stockpool.stock AS s

@@ -23,10 +23,11 @@
 -- (at most mark / buckets + 1) and scales up, which is close enough because
 -- claims and refills spread units evenly over the buckets.
 -- Locks, in this order: the key's transaction-scoped advisory lock, then,
--- only when it adds units, the ledger row FOR NO KEY UPDATE; both held to
+-- only when the pool is below its mark, the ledger row FOR NO KEY UPDATE
+-- (waiting; the key's pending claims are folded under it); both held to
 -- commit. Cost is independent of the number of holds (allocated is a
 -- counter); a check that finds the pool above its mark writes nothing.
--- Returns units added. Touches stock, pool_units.
+-- Returns units added. Touches stock, pool_units, pending_claims, movements.
 CREATE OR REPLACE FUNCTION stockpool._refill(
     p_shop_id bigint,
     p_item_id bigint,
@@ -118,12 +119,15 @@ BEGIN
         RETURN 0;
     END IF;
 
+    -- The ledger row, and since this transaction holds it now anyway, the
+    -- key's pending claims are folded into it (free stock, on_hand minus
+    -- allocated, is the same before and after).
+    PERFORM stockpool._settle(p_shop_id, p_item_id, p_location_id, true);
     SELECT s.* INTO v_stock
     FROM stockpool.stock AS s
     WHERE s.shop_id = p_shop_id
         AND s.item_id = p_item_id
-        AND s.location_id = p_location_id
-    FOR NO KEY UPDATE;
+        AND s.location_id = p_location_id;
 
     IF p_cap IS NOT NULL THEN
         v_target := p_cap;

@@ -1,12 +1,19 @@
 -- check_invariants: every violated invariant, one row each; no rows when
 -- healthy. Reads one snapshot (run it in REPEATABLE READ to compare with
--- other reads). Invariants, per key:
+-- other reads). Invariants, per key, with on_hand as stock_levels shows it
+-- (net of pending claims):
 --   oversell        pooled + held > on_hand
---   allocation      allocated counter <> pooled + held
---   ledger_drift    on_hand <> sum of its movements
---   negative        on_hand, allocated or a hold quantity below zero or zero
---   orphan          pool units or holds of a key missing from the ledger
--- Touches stock, pool_units, holds, movements (read only).
+--   allocation      allocated counter <> pooled + held + pending claims
+--   ledger_drift    the ledger row's on_hand <> sum of its movements (a
+--                   claim's movement is written when it is folded, so both
+--                   leave out pending claims)
+--   negative        on_hand, allocated, a hold's or a pending claim's
+--                   quantity below zero or zero
+--   orphan          pool units, holds or pending claims of a key missing
+--                   from the ledger
+--   settlement      a pending claim whose checkout's hold on the key is not
+--                   claimed, or claimed for another quantity
+-- Touches stock, pool_units, holds, pending_claims, movements (read only).
 CREATE OR REPLACE FUNCTION stockpool.check_invariants()
 RETURNS TABLE (
     shop_id bigint,
@@ -22,7 +29,7 @@ SET search_path = pg_catalog, pg_temp
 AS $function$
     WITH levels AS (
         SELECT l.shop_id, l.item_id, l.location_id, l.on_hand, l.pooled, l.held,
-               s.allocated
+               l.unsettled, s.allocated
         FROM stockpool.stock_levels AS l
         JOIN stockpool.stock AS s
             ON s.shop_id = l.shop_id
@@ -40,9 +47,10 @@ AS $function$
     WHERE l.pooled + l.held > l.on_hand
     UNION ALL
     SELECT l.shop_id, l.item_id, l.location_id, 'allocation',
-           pg_catalog.format('allocated %s <> pooled %s + held %s', l.allocated, l.pooled, l.held)
+           pg_catalog.format('allocated %s <> pooled %s + held %s + pending claims %s',
+                             l.allocated, l.pooled, l.held, l.unsettled)
     FROM levels AS l
-    WHERE l.allocated <> l.pooled + l.held
+    WHERE l.allocated <> l.pooled + l.held + l.unsettled
     UNION ALL
     SELECT s.shop_id, s.item_id, s.location_id, 'ledger_drift',
            pg_catalog.format('on_hand %s <> sum of movements %s', s.on_hand, coalesce(h.on_hand, 0))
@@ -64,6 +72,24 @@ AS $function$
     FROM stockpool.holds AS hd
     WHERE hd.quantity <= 0
     UNION ALL
+    SELECT c.shop_id, c.item_id, c.location_id, 'negative',
+           pg_catalog.format('pending claim of checkout %s has quantity %s', c.checkout_id, c.quantity)
+    FROM stockpool.pending_claims AS c
+    WHERE c.quantity <= 0
+    UNION ALL
+    SELECT c.shop_id, c.item_id, c.location_id, 'settlement',
+           pg_catalog.format('pending claim of %s units by checkout %s, whose hold is %s',
+                             c.quantity, c.checkout_id,
+                             coalesce(hd.status || ' (' || hd.quantity || ' units)', 'missing'))
+    FROM stockpool.pending_claims AS c
+    LEFT JOIN stockpool.holds AS hd
+        ON hd.shop_id = c.shop_id
+        AND hd.checkout_id = c.checkout_id
+        AND hd.item_id = c.item_id
+        AND hd.location_id = c.location_id
+    WHERE hd.status IS DISTINCT FROM 'claimed'
+        OR hd.quantity <> c.quantity
+    UNION ALL
     SELECT o.shop_id, o.item_id, o.location_id, 'orphan',
            pg_catalog.format('%s rows of a key missing from the ledger', o.source)
     FROM (
@@ -72,6 +98,9 @@ AS $function$
         UNION
         SELECT DISTINCT hd.shop_id, hd.item_id, hd.location_id, 'hold'
         FROM stockpool.holds AS hd
+        UNION
+        SELECT DISTINCT c.shop_id, c.item_id, c.location_id, 'pending claim'
+        FROM stockpool.pending_claims AS c
     ) AS o
     WHERE NOT EXISTS (
         SELECT FROM stockpool.stock AS s
@@ -82,4 +111,4 @@ AS $function$
 $function$;
 
 COMMENT ON FUNCTION stockpool.check_invariants() IS
-'One row per violated invariant (oversell, allocation, ledger_drift, negative, orphan); none when healthy.';
+'One row per violated invariant (oversell, allocation, ledger_drift, negative, orphan, settlement); none when healthy.';

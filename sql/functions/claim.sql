@@ -1,16 +1,24 @@
 -- claim: payment succeeded. Every live hold of the checkout becomes a
--- permanent deduction of on_hand with one movement row per key, in one
--- transaction, all or nothing.
+-- permanent deduction of on hand, in one transaction, all or nothing.
 -- Returns the units claimed by the checkout in total; a retry claims nothing
 -- twice and returns the same number. Lines reserved after the last claim
 -- that have since expired or been released are not mistaken for a retry:
 -- they raise SP004 or SP005.
+-- A claim never waits for a key's ledger row (escrow): per key it folds its
+-- units into the ledger row, with those of earlier pending claims, when it
+-- finds the row free (stockpool._settle, SKIP LOCKED); when another
+-- transaction holds the row it records a pending claim instead, which the
+-- next transaction to find the row free folds. Either way on hand as read
+-- through stock_levels drops at this commit. In a REPEATABLE READ or
+-- SERIALIZABLE transaction it always records pending claims: locking a row
+-- updated since the snapshot would raise 40001.
 -- Locks: the checkout lock, the checkout's hold rows FOR UPDATE, then the
--- ledger rows of its keys in sorted key order (pool, then holds, then ledger).
+-- ledger rows of its keys in sorted key order, SKIP LOCKED (pool, then
+-- holds, then ledger; nothing waited for after the hold rows).
 -- Raises 22004 (NULL argument), SP003 (unknown checkout), SP004 (a live hold
 -- of the checkout has expired: nothing is claimed), SP005 (the checkout was
 -- released: nothing left to claim).
--- Touches holds, stock, movements.
+-- Touches holds, pending_claims, stock, movements.
 CREATE OR REPLACE FUNCTION stockpool.claim(
     p_shop_id bigint,
     p_checkout_id uuid
@@ -22,7 +30,8 @@ SET search_path = pg_catalog, pg_temp
 AS $function$
 DECLARE
     v_hold record;
-    v_on_hand integer;
+    v_fold boolean;
+    v_folded integer;
     v_rows integer := 0;
     v_held integer := 0;
     v_expired integer := 0;
@@ -106,21 +115,18 @@ BEGIN
                   HINT = 'Reserve again before claiming.';
     END IF;
 
+    v_fold := pg_catalog.current_setting('transaction_isolation') = 'read committed';
     FOR v_i IN 1..v_held LOOP
-        UPDATE stockpool.stock AS s
-        SET on_hand = s.on_hand - v_quantities[v_i],
-            allocated = s.allocated - v_quantities[v_i],
-            updated_at = pg_catalog.now()
-        WHERE s.shop_id = p_shop_id
-            AND s.item_id = v_item_ids[v_i]
-            AND s.location_id = v_location_ids[v_i]
-        RETURNING s.on_hand INTO v_on_hand;
-
-        INSERT INTO stockpool.movements
-            (shop_id, item_id, location_id, delta, on_hand_after, reason, checkout_id)
-        VALUES
-            (p_shop_id, v_item_ids[v_i], v_location_ids[v_i], -v_quantities[v_i], v_on_hand,
-             'claim', p_checkout_id);
+        v_folded := CASE WHEN v_fold THEN
+            stockpool._settle(p_shop_id, v_item_ids[v_i], v_location_ids[v_i], false,
+                              p_checkout_id, v_quantities[v_i])
+        END;
+        IF v_folded IS NULL THEN
+            INSERT INTO stockpool.pending_claims
+                (shop_id, item_id, location_id, checkout_id, quantity)
+            VALUES
+                (p_shop_id, v_item_ids[v_i], v_location_ids[v_i], p_checkout_id, v_quantities[v_i]);
+        END IF;
         v_claimed := v_claimed + v_quantities[v_i];
     END LOOP;
 
@@ -138,6 +144,7 @@ END;
 $function$;
 
 COMMENT ON FUNCTION stockpool.claim(bigint, uuid) IS
-'Payment succeeded: turn the checkout''s live holds into deductions of on hand (with movements), all or nothing. '
+'Payment succeeded: turn the checkout''s live holds into deductions of on hand, all or nothing; never waits for a ledger row '
+'(a busy key''s deduction is recorded as a pending claim and folded by the next transaction to find the row free). '
 'Returns the units claimed by the checkout; a retry returns the same number and claims nothing twice. '
 'SQLSTATEs: 22004 NULL argument, SP003 unknown checkout, SP004 hold expired, SP005 checkout released.';

@@ -66,6 +66,8 @@ BEGIN
 
     IF p_quantity > v_stock.on_hand THEN
         -- No new hold can be that big: only a retry of an old one succeeds.
+        -- (The ledger row's on_hand still counts pending claims, so it is
+        -- never below the true figure: this only answers what it must.)
         RETURN stockpool._existing_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
                                         p_quantity, p_ttl);
     END IF;

@@ -1,10 +1,15 @@
 -- sweep: expire up to p_batch overdue holds in one short transaction and put
--- their units back into their keys' pools.
+-- their units back into their keys' pools, then settle the pending claims of
+-- up to p_batch keys whose ledger row is free (stockpool._settle; a busy row
+-- is skipped: its holder or a later sweep folds it). A quiet key that nobody
+-- claims, refills or restocks again gets its pending claims folded here.
 -- Returns the number of holds expired. Several sweepers can run at once: each
--- locks its batch FOR UPDATE SKIP LOCKED, so they take disjoint batches and
--- never wait on each other or on a checkout being claimed or released.
+-- locks its batch FOR UPDATE SKIP LOCKED and ledger rows SKIP LOCKED, so they
+-- take disjoint batches and never wait on each other or on a checkout being
+-- claimed or released. In a REPEATABLE READ or SERIALIZABLE transaction it
+-- only expires.
 -- Raises 22004 (NULL p_batch), 22023 (p_batch <= 0).
--- Touches holds, pool_units; reads stock.
+-- Touches holds, pool_units, pending_claims, stock, movements.
 CREATE OR REPLACE FUNCTION stockpool.sweep(
     p_batch integer DEFAULT 500
 )
@@ -64,11 +69,23 @@ BEGIN
         v_holds := v_holds + v_key.holds;
     END LOOP;
 
+    IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
+        FOR v_key IN
+            SELECT DISTINCT c.shop_id, c.item_id, c.location_id
+            FROM stockpool.pending_claims AS c
+            ORDER BY c.shop_id, c.item_id, c.location_id
+            LIMIT p_batch
+        LOOP
+            PERFORM stockpool._settle(v_key.shop_id, v_key.item_id, v_key.location_id, false);
+        END LOOP;
+    END IF;
+
     RETURN v_holds;
 END;
 $function$;
 
 COMMENT ON FUNCTION stockpool.sweep(integer) IS
-'Expire up to p_batch overdue holds in one short transaction and return their units to the pool. '
+'Expire up to p_batch overdue holds in one short transaction and return their units to the pool; '
+'then fold the pending claims of up to p_batch keys whose ledger row is free. '
 'Returns holds expired. Concurrent sweepers take disjoint batches (SKIP LOCKED). '
 'SQLSTATEs: 22004 NULL p_batch, 22023 p_batch not positive.';

@@ -4,7 +4,7 @@
 -- inside this rolled-back transaction), which it must catch. Each control
 -- breaks its own key, so each result is checked for that key alone.
 BEGIN;
-SELECT plan(32);
+SELECT plan(43);
 
 SELECT has_function('stockpool', 'check_invariants', ARRAY[]::name[], 'check_invariants() exists');
 SELECT function_returns('stockpool', 'check_invariants', ARRAY[]::name[], 'setof record',
@@ -73,7 +73,7 @@ SELECT set_eq(
     'negative control: a lost pool unit is an allocation mismatch');
 SELECT is(
     (SELECT detail FROM stockpool.check_invariants() WHERE (shop_id, item_id, location_id) = (1, 1104, 1)),
-    'allocated 20 <> pooled 19 + held 0', 'the allocation detail gives the numbers');
+    'allocated 20 <> pooled 19 + held 0 + pending claims 0', 'the allocation detail gives the numbers');
 
 -- ledger_drift: on hand changed without a movement (item 1105).
 UPDATE stockpool.stock SET on_hand = on_hand + 1 WHERE (shop_id, item_id, location_id) = (1, 1105, 1);
@@ -142,6 +142,49 @@ SELECT results_eq(
              (1191, 'orphan', 'hold rows of a key missing from the ledger')$$,
     'negative control: pool units and holds of an unknown key are orphans, once per key and source');
 
+-- Pending claims (0005): a claim that met a busy ledger row, written as
+-- claim writes it (item 1110), is healthy; then broken three ways.
+SELECT is(stockpool.set_stock(1, 1110, 1, 20), 20, 'key 1110 at 20');
+SELECT ok(stockpool.reserve_units(1, 1110, 1, 2, '00000000-0000-0000-0000-000000000607'), '607 holds 2 of item 1110');
+UPDATE stockpool.holds SET status = 'claimed'
+WHERE shop_id = 1 AND checkout_id = '00000000-0000-0000-0000-000000000607';
+INSERT INTO stockpool.pending_claims (shop_id, item_id, location_id, checkout_id, quantity)
+VALUES (1, 1110, 1, '00000000-0000-0000-0000-000000000607', 2);
+SELECT is_empty($$SELECT * FROM stockpool.check_invariants() WHERE item_id = 1110$$,
+    'positive control: a pending claim backed by its claimed hold and still in allocated is healthy');
+UPDATE stockpool.pending_claims SET quantity = 3 WHERE checkout_id = '00000000-0000-0000-0000-000000000607';
+SELECT set_eq(
+    $$SELECT invariant FROM stockpool.check_invariants() WHERE item_id = 1110$$,
+    ARRAY['settlement', 'allocation', 'oversell'],
+    'negative control: a pending claim larger than its hold is a settlement mismatch, and counts against on hand');
+SELECT is(
+    (SELECT detail FROM stockpool.check_invariants() WHERE item_id = 1110 AND invariant = 'settlement'),
+    'pending claim of 3 units by checkout 00000000-0000-0000-0000-000000000607, whose hold is claimed (2 units)',
+    'the settlement detail names the checkout and its hold');
+-- A pending claim whose hold was never claimed (item 1111).
+SELECT is(stockpool.set_stock(1, 1111, 1, 20), 20, 'key 1111 at 20');
+SELECT ok(stockpool.reserve_units(1, 1111, 1, 2, '00000000-0000-0000-0000-000000000608'), '608 holds 2 of item 1111');
+INSERT INTO stockpool.pending_claims (shop_id, item_id, location_id, checkout_id, quantity)
+VALUES (1, 1111, 1, '00000000-0000-0000-0000-000000000608', 2);
+SELECT ok(
+    (SELECT array_agg(invariant) FROM stockpool.check_invariants() WHERE item_id = 1111) @> ARRAY['settlement'],
+    'negative control: a pending claim of a hold still held is a settlement mismatch');
+-- A pending claim of zero units (item 1112).
+ALTER TABLE stockpool.pending_claims DROP CONSTRAINT pending_claims_quantity_positive;
+SELECT is(stockpool.set_stock(1, 1112, 1, 20), 20, 'key 1112 at 20');
+INSERT INTO stockpool.pending_claims (shop_id, item_id, location_id, checkout_id, quantity)
+VALUES (1, 1112, 1, '00000000-0000-0000-0000-000000000609', 0);
+SELECT ok(
+    (SELECT array_agg(invariant) FROM stockpool.check_invariants() WHERE item_id = 1112) @> ARRAY['negative'],
+    'negative control: a pending claim of zero units is reported as negative');
+-- A pending claim of a key the ledger does not know (item 1192).
+INSERT INTO stockpool.pending_claims (shop_id, item_id, location_id, checkout_id, quantity)
+VALUES (1, 1192, 1, '00000000-0000-0000-0000-000000000610', 1);
+SELECT results_eq(
+    $$SELECT invariant, detail FROM stockpool.check_invariants() WHERE item_id = 1192 AND invariant = 'orphan'$$,
+    $$VALUES ('orphan'::text, 'pending claim rows of a key missing from the ledger'::text)$$,
+    'negative control: a pending claim of an unknown key is an orphan');
+
 -- Everything broken above, and nothing else.
 SELECT set_eq(
     $$SELECT item_id, invariant FROM stockpool.check_invariants()$$,
@@ -150,7 +193,10 @@ SELECT set_eq(
              (1104, 'allocation'), (1105, 'ledger_drift'), (1106, 'ledger_drift'), (1107, 'ledger_drift'),
              (1108, 'negative'), (1108, 'allocation'),
              (1109, 'negative'), (1109, 'oversell'), (1109, 'ledger_drift'),
-             (1190, 'orphan'), (1191, 'orphan')$$,
+             (1110, 'settlement'), (1110, 'allocation'), (1110, 'oversell'),
+             (1111, 'settlement'), (1111, 'allocation'), (1111, 'oversell'),
+             (1112, 'negative'), (1112, 'settlement'),
+             (1190, 'orphan'), (1191, 'orphan'), (1192, 'orphan'), (1192, 'settlement')$$,
     'all the damage is reported, the healthy keys are not');
 SELECT is_empty(
     $$SELECT * FROM stockpool.check_invariants() WHERE item_id = 1100$$,

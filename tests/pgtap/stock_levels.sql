@@ -5,7 +5,7 @@ SELECT plan(23);
 
 SELECT has_view('stockpool', 'stock_levels', 'view stockpool.stock_levels exists');
 SELECT columns_are('stockpool', 'stock_levels',
-    ARRAY['shop_id', 'item_id', 'location_id', 'on_hand', 'pooled', 'held', 'free'],
+    ARRAY['shop_id', 'item_id', 'location_id', 'on_hand', 'pooled', 'held', 'free', 'unsettled'],
     'stock_levels has exactly its documented columns');
 SELECT is(
     (SELECT array_agg(pg_catalog.format('%s %s', a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod))
@@ -13,7 +13,7 @@ SELECT is(
      FROM pg_catalog.pg_attribute AS a
      WHERE a.attrelid = 'stockpool.stock_levels'::regclass AND a.attnum > 0 AND NOT a.attisdropped),
     ARRAY['shop_id bigint', 'item_id bigint', 'location_id bigint', 'on_hand integer',
-          'pooled integer', 'held integer', 'free integer'],
+          'pooled integer', 'held integer', 'free integer', 'unsettled integer'],
     'column order and types');
 SELECT ok((SELECT 'security_barrier=true' = ANY (c.reloptions) FROM pg_catalog.pg_class AS c
            WHERE c.oid = 'stockpool.stock_levels'::regclass),

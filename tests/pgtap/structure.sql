@@ -4,7 +4,7 @@
 -- the append-only triggers, and every function with its exact signature,
 -- return type and comment.
 BEGIN;
-SELECT plan(102);
+SELECT plan(109);
 
 -- "name type [NOT NULL] [DEFAULT ...] [GENERATED ...]" for each column, in order.
 CREATE FUNCTION pg_temp.columns_of(p_table regclass)
@@ -33,7 +33,8 @@ SELECT schema_owner_is('stockpool', 'stockpool_owner', 'schema stockpool is owne
 SELECT isnt(obj_description('stockpool'::regnamespace, 'pg_namespace'), NULL, 'schema stockpool has a comment');
 SELECT tables_are('stockpool',
     ARRAY['stock', 'pool_units', 'pool_units_p0', 'pool_units_p1', 'pool_units_p2', 'pool_units_p3',
-          'pool_units_p4', 'pool_units_p5', 'pool_units_p6', 'pool_units_p7', 'holds', 'movements', 'migrations'],
+          'pool_units_p4', 'pool_units_p5', 'pool_units_p6', 'pool_units_p7', 'holds', 'pending_claims',
+          'movements', 'migrations'],
     'stockpool has exactly its tables');
 SELECT views_are('stockpool', ARRAY['stock_levels'], 'stockpool has exactly one view');
 
@@ -155,6 +156,28 @@ SELECT is((SELECT reloptions FROM pg_catalog.pg_class WHERE oid = 'stockpool.hol
     ARRAY['autovacuum_vacuum_scale_factor=0.02', 'autovacuum_vacuum_cost_delay=0'],
     'holds: aggressive autovacuum, no cost delay');
 
+-- pending_claims: claims not yet folded into the ledger row (0005).
+SELECT is(pg_temp.columns_of('stockpool.pending_claims'),
+    ARRAY['shop_id bigint NOT NULL', 'item_id bigint NOT NULL', 'location_id bigint NOT NULL',
+          'checkout_id uuid NOT NULL', 'quantity integer NOT NULL',
+          'claimed_at timestamp with time zone NOT NULL DEFAULT clock_timestamp()'],
+    'pending_claims columns, types, NOT NULLs and defaults');
+SELECT set_eq(
+    $$SELECT conname::text COLLATE "default", pg_get_constraintdef(oid) FROM pg_catalog.pg_constraint
+      WHERE conrelid = 'stockpool.pending_claims'::regclass$$,
+    $$VALUES ('pending_claims_pkey', 'PRIMARY KEY (shop_id, item_id, location_id, checkout_id)'),
+             ('pending_claims_quantity_positive', 'CHECK ((quantity > 0))')$$,
+    'pending_claims has exactly its named constraints; its key leads with the stock key (the fold''s index)');
+SELECT hasnt_fk('stockpool', 'pending_claims', 'pending_claims has no foreign key (it would lock the hot ledger row)');
+SELECT indexes_are('stockpool', 'pending_claims', ARRAY['pending_claims_pkey'],
+    'pending_claims has only its primary key index');
+SELECT is((SELECT reloptions FROM pg_catalog.pg_class WHERE oid = 'stockpool.pending_claims'::regclass),
+    ARRAY['autovacuum_vacuum_scale_factor=0', 'autovacuum_vacuum_threshold=1000',
+          'autovacuum_vacuum_insert_scale_factor=0', 'autovacuum_vacuum_insert_threshold=1000',
+          'autovacuum_vacuum_cost_delay=0'],
+    'pending_claims: a queue, absolute autovacuum thresholds, no cost delay');
+SELECT triggers_are('stockpool', 'pending_claims', ARRAY[]::name[], 'pending_claims has no triggers');
+
 -- movements: the append-only history.
 SELECT is(pg_temp.columns_of('stockpool.movements'),
     ARRAY['shop_id bigint NOT NULL', 'movement_id bigint NOT NULL GENERATED ALWAYS AS IDENTITY',
@@ -217,7 +240,7 @@ SELECT ok(EXISTS (SELECT FROM stockpool.migrations WHERE version = 1 AND name = 
 SELECT is(pg_get_userbyid(c.relowner)::text, 'stockpool_owner', format('%s is owned by stockpool_owner', c.relname))
 FROM pg_catalog.pg_class AS c
 WHERE c.relnamespace = 'stockpool'::regnamespace AND c.relkind IN ('r', 'p')
-    AND c.relname IN ('stock', 'pool_units', 'holds', 'movements', 'migrations')
+    AND c.relname IN ('stock', 'pool_units', 'holds', 'pending_claims', 'movements', 'migrations')
 ORDER BY c.relname;
 
 -- Functions: exactly these, with exact signatures and return types.
@@ -225,12 +248,12 @@ SELECT functions_are('stockpool',
     ARRAY['set_stock', 'adjust_stock', 'reserve_units', 'reserve_cart', 'claim', 'release', 'sweep',
           'replenish_pool', 'take_units', 'configure_pool', 'check_invariants',
           '_add_units', '_apply_on_hand', '_existing_hold', '_expire_key', '_key_lock_id', '_lock_checkout',
-          '_movements_immutable', '_null_args', '_record_hold', '_refill', '_stock_row', '_take',
+          '_movements_immutable', '_null_args', '_record_hold', '_refill', '_settle', '_stock_row', '_take',
           '_take_lines', '_take_waiting'],
     'stockpool has exactly its functions');
 SELECT is(
     (SELECT count(*)::integer FROM pg_catalog.pg_proc WHERE pronamespace = 'stockpool'::regnamespace),
-    25, 'no function is overloaded (25 names, 25 functions)');
+    26, 'no function is overloaded (26 names, 26 functions)');
 SELECT results_eq(
     $$SELECT p.proname::text COLLATE "default", pg_get_function_arguments(p.oid), pg_get_function_result(p.oid)
       FROM pg_catalog.pg_proc AS p
