@@ -18,7 +18,9 @@
 --                 bucket first, any bucket as fallback, UPDATE; records nothing
 --   stockpool     stockpool.reserve_units as shipped
 -- plus the counter's transaction shapes (naive, locked, atomic, serializable),
--- which write one bench.sales row per unit they believe they sold.
+-- which write one bench.sales row per unit they believe they sold, and whole
+-- checkouts (reserve, then claim or release: bench_checkout_*.sql) for
+-- stockpool, counter_hold and a 5-line stockpool cart.
 
 CREATE SCHEMA bench;
 
@@ -33,12 +35,27 @@ CREATE TABLE bench.ceiling (
 );
 
 -- counter, counter_hold and the counter shapes: one row per key.
+-- available: on hand minus held (what a reservation takes from); on_hand:
+-- lowered by a checkout's claim.
 CREATE TABLE bench.counter (
     key_id integer NOT NULL,
     available bigint NOT NULL,
     initial bigint NOT NULL,
+    on_hand bigint NOT NULL,
     CONSTRAINT counter_pkey PRIMARY KEY (key_id)
 );
+
+-- A checkout's id from the pgbench client and a random draw, so that the
+-- reserve and the claim (or release) of one checkout name the same id.
+CREATE FUNCTION bench.checkout_id(p_client integer, p_draw bigint)
+RETURNS uuid
+LANGUAGE sql
+IMMUTABLE
+AS $function$
+    SELECT pg_catalog.format('%s-0000-4000-8000-%s',
+                             pg_catalog.lpad(pg_catalog.to_hex(p_client), 8, '0'),
+                             pg_catalog.lpad(pg_catalog.to_hex(p_draw), 12, '0'))::uuid;
+$function$;
 
 -- Holds written by counter_hold and pool: the same row, key, checks and
 -- indexes as stockpool.holds, so that the strategies differ in how they claim
@@ -183,7 +200,7 @@ BEGIN
         INSERT INTO bench.ceiling (client_id)
         SELECT g.n FROM generate_series(0, p_clients - 1) AS g (n);
     WHEN 'counter', 'counter_hold', 'naive', 'locked', 'atomic', 'serializable' THEN
-        INSERT INTO bench.counter (key_id, available, initial) VALUES (1, p_units, p_units);
+        INSERT INTO bench.counter (key_id, available, initial, on_hand) VALUES (1, p_units, p_units, p_units);
     WHEN 'skip_locked' THEN
         INSERT INTO bench.units (unit_id, key_id)
         SELECT g.n, 1 FROM generate_series(1, p_units) AS g (n);
@@ -230,6 +247,17 @@ AS $function$
             SELECT coalesce(sum(h.quantity), 0) FROM stockpool.holds AS h WHERE h.status = 'held')
         WHEN 'cart' THEN (
             SELECT coalesce(sum(h.quantity), 0) FROM stockpool.holds AS h WHERE h.status = 'held')
+        -- Whole checkouts: the units that went all the way.
+        WHEN 'stockpool_claim' THEN (
+            SELECT coalesce(sum(h.quantity), 0) FROM stockpool.holds AS h WHERE h.status = 'claimed')
+        WHEN 'cart_claim' THEN (
+            SELECT coalesce(sum(h.quantity), 0) FROM stockpool.holds AS h WHERE h.status = 'claimed')
+        WHEN 'stockpool_release' THEN (
+            SELECT coalesce(sum(h.quantity), 0) FROM stockpool.holds AS h WHERE h.status = 'released')
+        WHEN 'counter_hold_claim' THEN (
+            SELECT count(*) FROM bench.holds AS h WHERE h.status = 'claimed')
+        WHEN 'counter_hold_release' THEN (
+            SELECT count(*) FROM bench.holds AS h WHERE h.status = 'released')
         ELSE (SELECT count(*) FROM bench.sales)
     END::bigint;
 $function$;

@@ -74,6 +74,11 @@ BEGIN
     PERFORM pg_catalog.pg_advisory_xact_lock(
         stockpool._key_lock_id(p_shop_id, p_item_id, p_location_id));
 
+    -- The true figure first: fold every committed pending claim (waiting
+    -- for the ledger row). A claim that commits later is folded later, as
+    -- if it had come after this change, which is when it committed.
+    PERFORM stockpool._settle(p_shop_id, p_item_id, p_location_id, true);
+
     SELECT s.* INTO v_stock
     FROM stockpool.stock AS s
     WHERE s.shop_id = p_shop_id
@@ -503,12 +508,15 @@ BEGIN
         RETURN 0;
     END IF;
 
+    -- The ledger row, and since this transaction holds it now anyway, the
+    -- key's pending claims are folded into it (free stock, on_hand minus
+    -- allocated, is the same before and after).
+    PERFORM stockpool._settle(p_shop_id, p_item_id, p_location_id, true);
     SELECT s.* INTO v_stock
     FROM stockpool.stock AS s
     WHERE s.shop_id = p_shop_id
         AND s.item_id = p_item_id
-        AND s.location_id = p_location_id
-    FOR NO KEY UPDATE;
+        AND s.location_id = p_location_id;
 
     IF p_cap IS NOT NULL THEN
         v_target := p_cap;
@@ -564,6 +572,90 @@ ALTER FUNCTION stockpool._refill(p_shop_id bigint, p_item_id bigint, p_location_
 --
 
 COMMENT ON FUNCTION stockpool._refill(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_min_extra integer, p_wait boolean, p_low_water_only boolean, p_cap integer) IS 'Internal: top a key''s pool up from free stock, sized by its demand, under its advisory refill lock.';
+
+--
+-- Name: _settle(bigint, bigint, bigint, boolean, uuid, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._settle(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_wait boolean, p_checkout_id uuid DEFAULT NULL::uuid, p_quantity integer DEFAULT 0) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_on_hand integer;
+    v_units integer;
+BEGIN
+    IF p_wait THEN
+        SELECT s.on_hand INTO v_on_hand
+        FROM stockpool.stock AS s
+        WHERE s.shop_id = p_shop_id
+            AND s.item_id = p_item_id
+            AND s.location_id = p_location_id
+        FOR NO KEY UPDATE;
+    ELSE
+        SELECT s.on_hand INTO v_on_hand
+        FROM stockpool.stock AS s
+        WHERE s.shop_id = p_shop_id
+            AND s.item_id = p_item_id
+            AND s.location_id = p_location_id
+        FOR NO KEY UPDATE SKIP LOCKED;
+    END IF;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+
+    -- Movement ids are drawn in claim order under the ledger row lock, so
+    -- the history replays in id order: each on_hand_after is the running
+    -- sum of the deltas before it.
+    WITH folded AS (
+        DELETE FROM stockpool.pending_claims AS c
+        WHERE c.shop_id = p_shop_id
+            AND c.item_id = p_item_id
+            AND c.location_id = p_location_id
+        RETURNING c.checkout_id, c.quantity, c.claimed_at
+    ),
+    claims AS (
+        SELECT f.checkout_id, f.quantity, f.claimed_at
+        FROM folded AS f
+        UNION ALL
+        SELECT p_checkout_id, p_quantity, pg_catalog.clock_timestamp()
+        WHERE p_quantity > 0
+    ),
+    recorded AS (
+        INSERT INTO stockpool.movements
+            (shop_id, item_id, location_id, delta, on_hand_after, reason, checkout_id)
+        SELECT p_shop_id, p_item_id, p_location_id, -c.quantity,
+               v_on_hand - pg_catalog.sum(c.quantity) OVER (
+                   ORDER BY c.claimed_at, c.checkout_id
+                   ROWS UNBOUNDED PRECEDING
+               ),
+               'claim', c.checkout_id
+        FROM claims AS c
+        ORDER BY c.claimed_at, c.checkout_id
+        RETURNING -delta AS units
+    )
+    SELECT coalesce(pg_catalog.sum(r.units), 0)::integer INTO v_units
+    FROM recorded AS r;
+
+    IF v_units > 0 THEN
+        UPDATE stockpool.stock AS s
+        SET on_hand = s.on_hand - v_units,
+            allocated = s.allocated - v_units,
+            updated_at = pg_catalog.now()
+        WHERE s.shop_id = p_shop_id
+            AND s.item_id = p_item_id
+            AND s.location_id = p_location_id;
+    END IF;
+    RETURN v_units;
+END;
+$$;
+
+ALTER FUNCTION stockpool._settle(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_wait boolean, p_checkout_id uuid, p_quantity integer) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _settle(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_wait boolean, p_checkout_id uuid, p_quantity integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._settle(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_wait boolean, p_checkout_id uuid, p_quantity integer) IS 'Internal: fold a key''s pending claims (and the caller''s own) into its ledger row, with their movements; NULL when the row is busy and p_wait is false.';
 
 SET default_tablespace = '';
 
@@ -1094,7 +1186,7 @@ CREATE FUNCTION stockpool.check_invariants() RETURNS TABLE(shop_id bigint, item_
     AS $$
     WITH levels AS (
         SELECT l.shop_id, l.item_id, l.location_id, l.on_hand, l.pooled, l.held,
-               s.allocated
+               l.unsettled, s.allocated
         FROM stockpool.stock_levels AS l
         JOIN stockpool.stock AS s
             ON s.shop_id = l.shop_id
@@ -1112,9 +1204,10 @@ CREATE FUNCTION stockpool.check_invariants() RETURNS TABLE(shop_id bigint, item_
     WHERE l.pooled + l.held > l.on_hand
     UNION ALL
     SELECT l.shop_id, l.item_id, l.location_id, 'allocation',
-           pg_catalog.format('allocated %s <> pooled %s + held %s', l.allocated, l.pooled, l.held)
+           pg_catalog.format('allocated %s <> pooled %s + held %s + pending claims %s',
+                             l.allocated, l.pooled, l.held, l.unsettled)
     FROM levels AS l
-    WHERE l.allocated <> l.pooled + l.held
+    WHERE l.allocated <> l.pooled + l.held + l.unsettled
     UNION ALL
     SELECT s.shop_id, s.item_id, s.location_id, 'ledger_drift',
            pg_catalog.format('on_hand %s <> sum of movements %s', s.on_hand, coalesce(h.on_hand, 0))
@@ -1136,6 +1229,24 @@ CREATE FUNCTION stockpool.check_invariants() RETURNS TABLE(shop_id bigint, item_
     FROM stockpool.holds AS hd
     WHERE hd.quantity <= 0
     UNION ALL
+    SELECT c.shop_id, c.item_id, c.location_id, 'negative',
+           pg_catalog.format('pending claim of checkout %s has quantity %s', c.checkout_id, c.quantity)
+    FROM stockpool.pending_claims AS c
+    WHERE c.quantity <= 0
+    UNION ALL
+    SELECT c.shop_id, c.item_id, c.location_id, 'settlement',
+           pg_catalog.format('pending claim of %s units by checkout %s, whose hold is %s',
+                             c.quantity, c.checkout_id,
+                             coalesce(hd.status || ' (' || hd.quantity || ' units)', 'missing'))
+    FROM stockpool.pending_claims AS c
+    LEFT JOIN stockpool.holds AS hd
+        ON hd.shop_id = c.shop_id
+        AND hd.checkout_id = c.checkout_id
+        AND hd.item_id = c.item_id
+        AND hd.location_id = c.location_id
+    WHERE hd.status IS DISTINCT FROM 'claimed'
+        OR hd.quantity <> c.quantity
+    UNION ALL
     SELECT o.shop_id, o.item_id, o.location_id, 'orphan',
            pg_catalog.format('%s rows of a key missing from the ledger', o.source)
     FROM (
@@ -1144,6 +1255,9 @@ CREATE FUNCTION stockpool.check_invariants() RETURNS TABLE(shop_id bigint, item_
         UNION
         SELECT DISTINCT hd.shop_id, hd.item_id, hd.location_id, 'hold'
         FROM stockpool.holds AS hd
+        UNION
+        SELECT DISTINCT c.shop_id, c.item_id, c.location_id, 'pending claim'
+        FROM stockpool.pending_claims AS c
     ) AS o
     WHERE NOT EXISTS (
         SELECT FROM stockpool.stock AS s
@@ -1159,7 +1273,7 @@ ALTER FUNCTION stockpool.check_invariants() OWNER TO stockpool_owner;
 -- Name: FUNCTION check_invariants(); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON FUNCTION stockpool.check_invariants() IS 'One row per violated invariant (oversell, allocation, ledger_drift, negative, orphan); none when healthy.';
+COMMENT ON FUNCTION stockpool.check_invariants() IS 'One row per violated invariant (oversell, allocation, ledger_drift, negative, orphan, settlement); none when healthy.';
 
 --
 -- Name: claim(bigint, uuid); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -1171,7 +1285,8 @@ CREATE FUNCTION stockpool.claim(p_shop_id bigint, p_checkout_id uuid) RETURNS in
     AS $$
 DECLARE
     v_hold record;
-    v_on_hand integer;
+    v_fold boolean;
+    v_folded integer;
     v_rows integer := 0;
     v_held integer := 0;
     v_expired integer := 0;
@@ -1255,21 +1370,18 @@ BEGIN
                   HINT = 'Reserve again before claiming.';
     END IF;
 
+    v_fold := pg_catalog.current_setting('transaction_isolation') = 'read committed';
     FOR v_i IN 1..v_held LOOP
-        UPDATE stockpool.stock AS s
-        SET on_hand = s.on_hand - v_quantities[v_i],
-            allocated = s.allocated - v_quantities[v_i],
-            updated_at = pg_catalog.now()
-        WHERE s.shop_id = p_shop_id
-            AND s.item_id = v_item_ids[v_i]
-            AND s.location_id = v_location_ids[v_i]
-        RETURNING s.on_hand INTO v_on_hand;
-
-        INSERT INTO stockpool.movements
-            (shop_id, item_id, location_id, delta, on_hand_after, reason, checkout_id)
-        VALUES
-            (p_shop_id, v_item_ids[v_i], v_location_ids[v_i], -v_quantities[v_i], v_on_hand,
-             'claim', p_checkout_id);
+        v_folded := CASE WHEN v_fold THEN
+            stockpool._settle(p_shop_id, v_item_ids[v_i], v_location_ids[v_i], false,
+                              p_checkout_id, v_quantities[v_i])
+        END;
+        IF v_folded IS NULL THEN
+            INSERT INTO stockpool.pending_claims
+                (shop_id, item_id, location_id, checkout_id, quantity)
+            VALUES
+                (p_shop_id, v_item_ids[v_i], v_location_ids[v_i], p_checkout_id, v_quantities[v_i]);
+        END IF;
         v_claimed := v_claimed + v_quantities[v_i];
     END LOOP;
 
@@ -1292,7 +1404,7 @@ ALTER FUNCTION stockpool.claim(p_shop_id bigint, p_checkout_id uuid) OWNER TO st
 -- Name: FUNCTION claim(p_shop_id bigint, p_checkout_id uuid); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON FUNCTION stockpool.claim(p_shop_id bigint, p_checkout_id uuid) IS 'Payment succeeded: turn the checkout''s live holds into deductions of on hand (with movements), all or nothing. Returns the units claimed by the checkout; a retry returns the same number and claims nothing twice. SQLSTATEs: 22004 NULL argument, SP003 unknown checkout, SP004 hold expired, SP005 checkout released.';
+COMMENT ON FUNCTION stockpool.claim(p_shop_id bigint, p_checkout_id uuid) IS 'Payment succeeded: turn the checkout''s live holds into deductions of on hand, all or nothing; never waits for a ledger row (a busy key''s deduction is recorded as a pending claim and folded by the next transaction to find the row free). Returns the units claimed by the checkout; a retry returns the same number and claims nothing twice. SQLSTATEs: 22004 NULL argument, SP003 unknown checkout, SP004 hold expired, SP005 checkout released.';
 
 --
 -- Name: configure_pool(bigint, bigint, bigint, integer, integer, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -1654,6 +1766,8 @@ BEGIN
 
     IF p_quantity > v_stock.on_hand THEN
         -- No new hold can be that big: only a retry of an old one succeeds.
+        -- (The ledger row's on_hand still counts pending claims, so it is
+        -- never below the true figure: this only answers what it must.)
         RETURN stockpool._existing_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
                                         p_quantity, p_ttl);
     END IF;
@@ -1813,6 +1927,17 @@ BEGIN
         v_holds := v_holds + v_key.holds;
     END LOOP;
 
+    IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
+        FOR v_key IN
+            SELECT DISTINCT c.shop_id, c.item_id, c.location_id
+            FROM stockpool.pending_claims AS c
+            ORDER BY c.shop_id, c.item_id, c.location_id
+            LIMIT p_batch
+        LOOP
+            PERFORM stockpool._settle(v_key.shop_id, v_key.item_id, v_key.location_id, false);
+        END LOOP;
+    END IF;
+
     RETURN v_holds;
 END;
 $$;
@@ -1823,7 +1948,7 @@ ALTER FUNCTION stockpool.sweep(p_batch integer) OWNER TO stockpool_owner;
 -- Name: FUNCTION sweep(p_batch integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON FUNCTION stockpool.sweep(p_batch integer) IS 'Expire up to p_batch overdue holds in one short transaction and return their units to the pool. Returns holds expired. Concurrent sweepers take disjoint batches (SKIP LOCKED). SQLSTATEs: 22004 NULL p_batch, 22023 p_batch not positive.';
+COMMENT ON FUNCTION stockpool.sweep(p_batch integer) IS 'Expire up to p_batch overdue holds in one short transaction and return their units to the pool; then fold the pending claims of up to p_batch keys whose ledger row is free. Returns holds expired. Concurrent sweepers take disjoint batches (SKIP LOCKED). SQLSTATEs: 22004 NULL p_batch, 22023 p_batch not positive.';
 
 --
 -- Name: take_units(bigint, bigint, bigint, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -1929,6 +2054,29 @@ ALTER TABLE stockpool.movements ALTER COLUMN movement_id ADD GENERATED ALWAYS AS
     NO MAXVALUE
     CACHE 1
 );
+
+--
+-- Name: pending_claims; Type: TABLE; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE TABLE stockpool.pending_claims (
+    shop_id bigint NOT NULL,
+    item_id bigint NOT NULL,
+    location_id bigint NOT NULL,
+    checkout_id uuid NOT NULL,
+    quantity integer NOT NULL,
+    claimed_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT pending_claims_quantity_positive CHECK ((quantity > 0))
+)
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='1000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='1000', autovacuum_vacuum_cost_delay='0');
+
+ALTER TABLE stockpool.pending_claims OWNER TO stockpool_owner;
+
+--
+-- Name: TABLE pending_claims; Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON TABLE stockpool.pending_claims IS 'Claims recorded while their key''s ledger row was busy, not yet folded into stock.on_hand (see stockpool._settle).';
 
 --
 -- Name: pool_units; Type: TABLE; Schema: stockpool; Owner: stockpool_owner
@@ -2107,17 +2255,26 @@ CREATE VIEW stockpool.stock_levels WITH (security_barrier='true') AS
            FROM stockpool.holds hd
           WHERE (hd.status = 'held'::text)
           GROUP BY hd.shop_id, hd.item_id, hd.location_id
+        ), pending AS (
+         SELECT c_1.shop_id,
+            c_1.item_id,
+            c_1.location_id,
+            sum(c_1.quantity) AS units
+           FROM stockpool.pending_claims c_1
+          GROUP BY c_1.shop_id, c_1.item_id, c_1.location_id
         )
  SELECT s.shop_id,
     s.item_id,
     s.location_id,
-    s.on_hand,
+    ((s.on_hand - COALESCE(c.units, (0)::bigint)))::integer AS on_hand,
     (COALESCE(p.units, (0)::bigint))::integer AS pooled,
     (COALESCE(h.units, (0)::bigint))::integer AS held,
-    (((s.on_hand - COALESCE(p.units, (0)::bigint)) - COALESCE(h.units, (0)::bigint)))::integer AS free
-   FROM ((stockpool.stock s
+    ((((s.on_hand - COALESCE(c.units, (0)::bigint)) - COALESCE(p.units, (0)::bigint)) - COALESCE(h.units, (0)::bigint)))::integer AS free,
+    (COALESCE(c.units, (0)::bigint))::integer AS unsettled
+   FROM (((stockpool.stock s
      LEFT JOIN pooled p ON (((s.shop_id = p.shop_id) AND (s.item_id = p.item_id) AND (s.location_id = p.location_id))))
-     LEFT JOIN held h ON (((s.shop_id = h.shop_id) AND (s.item_id = h.item_id) AND (s.location_id = h.location_id))));
+     LEFT JOIN held h ON (((s.shop_id = h.shop_id) AND (s.item_id = h.item_id) AND (s.location_id = h.location_id))))
+     LEFT JOIN pending c ON (((s.shop_id = c.shop_id) AND (s.item_id = c.item_id) AND (s.location_id = c.location_id))));
 
 ALTER TABLE stockpool.stock_levels OWNER TO stockpool_owner;
 
@@ -2125,7 +2282,7 @@ ALTER TABLE stockpool.stock_levels OWNER TO stockpool_owner;
 -- Name: VIEW stock_levels; Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON VIEW stockpool.stock_levels IS 'Per stock key: on_hand, pooled (units in the pool), held (units in live holds), free (on_hand - pooled - held).';
+COMMENT ON VIEW stockpool.stock_levels IS 'Per stock key: on_hand (net of claims not yet folded into the ledger), pooled (units in the pool), held (units in live holds), free (on_hand - pooled - held), unsettled (units of pending claims).';
 
 --
 -- Name: pool_units_p0; Type: TABLE ATTACH; Schema: stockpool; Owner: stockpool_owner
@@ -2195,6 +2352,13 @@ ALTER TABLE ONLY stockpool.migrations
 
 ALTER TABLE ONLY stockpool.movements
     ADD CONSTRAINT movements_pkey PRIMARY KEY (shop_id, movement_id);
+
+--
+-- Name: pending_claims pending_claims_pkey; Type: CONSTRAINT; Schema: stockpool; Owner: stockpool_owner
+--
+
+ALTER TABLE ONLY stockpool.pending_claims
+    ADD CONSTRAINT pending_claims_pkey PRIMARY KEY (shop_id, item_id, location_id, checkout_id);
 
 --
 -- Name: stock stock_pkey; Type: CONSTRAINT; Schema: stockpool; Owner: stockpool_owner
@@ -2408,6 +2572,12 @@ REVOKE ALL ON FUNCTION stockpool._record_hold(p_shop_id bigint, p_checkout_id uu
 --
 
 REVOKE ALL ON FUNCTION stockpool._refill(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_min_extra integer, p_wait boolean, p_low_water_only boolean, p_cap integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _settle(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_wait boolean, p_checkout_id uuid, p_quantity integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._settle(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_wait boolean, p_checkout_id uuid, p_quantity integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _stock_row(p_shop_id bigint, p_item_id bigint, p_location_id bigint); Type: ACL; Schema: stockpool; Owner: stockpool_owner

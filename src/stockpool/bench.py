@@ -42,8 +42,8 @@ from plumbum import local
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from stockpool import checkouts, cpumeter, pgbench
 from stockpool import cluster as clusters
-from stockpool import cpumeter, pgbench
 from stockpool.deploy import deploy
 from stockpool.errors import StockpoolError
 from stockpool.sampler import WaitSampler
@@ -75,7 +75,7 @@ CELL_DB = "stockpool_bench"
 class Cell:
     """One pgbench run: a strategy (or shape, or cart) at one client count."""
 
-    kind: str  # strategy | shape | cart
+    kind: str  # strategy | shape | cart | checkout
     name: str
     clients: int
     seconds: int
@@ -93,6 +93,8 @@ class Cell:
     mean_ms: float | None = None
     wait_samples: int = 0
     waits: dict[str, int] = field(default_factory=dict)
+    # checkout cells: the same samples per statement (reserve, claim, release)
+    waits_by_statement: dict[str, dict[str, int]] = field(default_factory=dict)
     drift: dict[str, int] | None = None
     invariant_violations: int | None = None
     # CPU microseconds per unit of the server (all its processes) and of
@@ -194,6 +196,7 @@ class BenchConfig:
     shapes: list[str]
     shape_clients: list[int]
     cart: bool
+    checkouts: bool
     soak_seconds: int
     soak_clients: int
     jobs: int
@@ -470,15 +473,20 @@ class Bench:
         return BIG_STOCK
 
     def measure(self, kind: str, name: str, clients: int, seconds: int) -> Cell:
-        prepare_as = "cart" if kind == "cart" else name
+        if kind == "checkout":
+            prepare_as, path = checkouts.prepare_as(name), script(f"checkout_{name}")
+        else:
+            prepare_as = "cart" if kind == "cart" else name
+            path = script(prepare_as)
         units = self.units_for(name, clients)
         dsn = self.workspace.fresh(prepare_as, clients, units)
         tag = f"stockpool-bench-{name}-{clients}"
         cpu_before = self.cpu.read() if self.cpu else None
-        with WaitSampler(self.workspace.admin_dsn, tag, SAMPLE_INTERVAL) as waits:
+        statements = checkouts.STATEMENTS if kind == "checkout" else ()
+        with WaitSampler(self.workspace.admin_dsn, tag, SAMPLE_INTERVAL, statements) as waits:
             result = run_cell(
                 dsn,
-                script(prepare_as),
+                path,
                 clients,
                 seconds,
                 jobs=self.config.jobs,
@@ -497,13 +505,14 @@ class Bench:
             retried=result.retried,
             retries=result.retries,
             aborted=result.aborted,
-            units_per_transaction=CART_LINES if kind == "cart" else 1,
+            units_per_transaction=CART_LINES if kind == "cart" or name == "cart_claim" else 1,
             units_available=units,
             p50_ms=_ms(latencies, 50),
             p99_ms=_ms(latencies, 99),
             mean_ms=round(sum(latencies) / len(latencies) / 1000.0, 3) if latencies else None,
             wait_samples=waits.profile.samples,
             waits=dict(waits.profile.counts),
+            waits_by_statement={k: dict(v) for k, v in waits.profile.by_statement.items()},
         )
         with psycopg.connect(dsn, autocommit=True) as conn:
             if self.cpu is not None and cpu_before is not None:
@@ -514,7 +523,8 @@ class Bench:
                 )
                 if per_unit is not None:
                     cell.cpu_server_us, cell.cpu_client_us = (round(v, 1) for v in per_unit)
-            cell.reserved = int(_scalar(conn, "SELECT bench.reserved(%s)", (prepare_as,)))
+            counted_as = name if kind == "checkout" else prepare_as
+            cell.reserved = int(_scalar(conn, "SELECT bench.reserved(%s)", (counted_as,)))
             if kind == "shape":
                 row = conn.execute("SELECT sold, decremented, drift FROM bench.shape_drift()").fetchone()
                 if row:
@@ -578,6 +588,8 @@ class Bench:
             plan += [("strategy", s, clients) for s in cfg.strategies]
             if cfg.cart:
                 plan.append(("cart", "reserve_cart", clients))
+            if cfg.checkouts:
+                plan += [("checkout", c, clients) for c in checkouts.CHECKOUTS]
         for clients in cfg.shape_clients:
             plan += [("shape", s, clients) for s in cfg.shapes]
         try:
@@ -778,6 +790,13 @@ def command(
         str | None, typer.Option(help="Client counts for the counter shapes (default: --clients).")
     ] = None,
     cart: Annotated[bool, typer.Option(help="Measure reserve_cart, 5 lines across 5 hot keys.")] = True,
+    checkout: Annotated[
+        bool,
+        typer.Option(
+            help="Measure whole checkouts: reserve then claim or release (stockpool, counter+hold), "
+            "and a 5-line cart then claim."
+        ),
+    ] = True,
     soak_seconds: Annotated[int, typer.Option(min=0, help="Soak of the hot key (0: none).")] = 600,
     soak_clients: Annotated[int, typer.Option(min=1, help="Clients for the soak.")] = 128,
     jobs: Annotated[int, typer.Option(min=1, help="pgbench threads (-j).")] = max(2, os.cpu_count() or 2),
@@ -801,6 +820,7 @@ def command(
         shapes=_name_list(shapes, SHAPES, "--shapes"),
         shape_clients=_int_list(shape_clients, "--shape-clients") if shape_clients else client_list,
         cart=cart,
+        checkouts=checkout,
         soak_seconds=soak_seconds,
         soak_clients=soak_clients,
         jobs=jobs,

@@ -17,6 +17,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from stockpool import checkouts
+
 if TYPE_CHECKING:
     from stockpool.bench import BenchRun, Cell
 
@@ -218,6 +220,7 @@ def markdown(run: BenchRun, chart_name: str | None) -> str:
         ["check", "result", "detail"],
         [[c.name, _verdict(c.passed), c.detail] for c in bar(run)],
     )
+    lines += checkout_markdown(run)
     shapes = [c for c in run.cells if c.kind == "shape"]
     if shapes:
         lines += [
@@ -329,6 +332,146 @@ def markdown(run: BenchRun, chart_name: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _claim_waits(cell: Cell | None) -> str:
+    if cell is None:
+        return "-"
+    top = checkouts.statement_waits(cell, "claim")
+    return ", ".join(f"{event} {share:.0%}" for event, share in top) or "-"
+
+
+def _checkout_rate(run: BenchRun, name: str, clients: int) -> float | None:
+    cell = run.cell("checkout", name, clients)
+    return cell.tps if cell and cell.valid else None
+
+
+def _checkout_counts(run: BenchRun) -> list[int]:
+    return sorted({c.clients for c in run.cells if c.kind == "checkout"})
+
+
+def checkout_bar(run: BenchRun) -> list[Check]:
+    """Issue 9's bar: a claim costs what a release does and never queues on the ledger row."""
+    counts = _checkout_counts(run)
+    if not counts:
+        return []
+    checks: list[Check] = []
+    bad, details = [], []
+    for n in counts:
+        r = ratio(_checkout_rate(run, "stockpool_claim", n), _checkout_rate(run, "stockpool_release", n))
+        details.append(f"{n}: {_x(r)}")
+        if r is None or r < checkouts.CLAIM_VS_RELEASE:
+            bad.append(str(n))
+    checks.append(
+        Check(
+            f"checkout: reserve+claim >= {checkouts.CLAIM_VS_RELEASE:g} x reserve+release "
+            f"at {', '.join(map(str, counts))}",
+            not bad,
+            ", ".join(details),
+        )
+    )
+    queued, seen = [], []
+    for n in counts:
+        cell = run.cell("checkout", "stockpool_claim", n)
+        top = [event for event, _ in checkouts.statement_waits(cell, "claim")] if cell else []
+        queued += [f"{n}: {event}" for event in top if event in checkouts.QUEUEING_WAITS]
+        seen.append(f"{n}: {_claim_waits(cell)}")
+    checks.append(
+        Check(
+            "checkout: neither Lock:transactionid nor Lock:tuple among claim's top 3 wait events",
+            not queued,
+            "; ".join(queued) if queued else "claim's top 3: " + "; ".join(seen),
+        )
+    )
+    from_n = [n for n in counts if n >= checkouts.COUNTER_FROM]
+    if from_n:
+        bad, details = [], []
+        for n in from_n:
+            r = ratio(_checkout_rate(run, "stockpool_claim", n), _checkout_rate(run, "counter_hold_claim", n))
+            details.append(f"{n}: {_x(r)}")
+            if r is None or r < checkouts.CLAIM_VS_COUNTER:
+                bad.append(str(n))
+        checks.append(
+            Check(
+                f"checkout: reserve+claim >= {checkouts.CLAIM_VS_COUNTER:g} x counter+hold's "
+                f"from {checkouts.COUNTER_FROM} clients",
+                not bad,
+                ", ".join(details),
+            )
+        )
+    return checks
+
+
+CHECKOUT_HEADER = [
+    "clients",
+    "stockpool claim checkouts/s",
+    "x ceiling",
+    "release checkouts/s",
+    "x ceiling",
+    "claim / release",
+    "counter+hold claim/s",
+    "counter+hold release/s",
+    "stockpool / counter+hold (claim)",
+    "5-line cart + claim/s",
+    "claim p99 ms",
+    "claim's top waits (share of its samples)",
+    "counter+hold claim's top waits",
+]
+
+
+def checkout_rows(run: BenchRun) -> list[list[str]]:
+    out = []
+    for n in _checkout_counts(run):
+        ceiling = run.cell("strategy", "ceiling", n)
+        top = ceiling.tps if ceiling else None
+        rate = {name: _checkout_rate(run, name, n) for name in checkouts.CHECKOUTS}
+        mark = {}
+        for name in checkouts.CHECKOUTS:
+            cell = run.cell("checkout", name, n)
+            mark[name] = "" if cell is None or cell.valid else " (!)"
+        claim = run.cell("checkout", "stockpool_claim", n)
+        out.append(
+            [
+                str(n),
+                _fmt(rate["stockpool_claim"]) + mark["stockpool_claim"],
+                _x(ratio(rate["stockpool_claim"], top)),
+                _fmt(rate["stockpool_release"]) + mark["stockpool_release"],
+                _x(ratio(rate["stockpool_release"], top)),
+                _x(ratio(rate["stockpool_claim"], rate["stockpool_release"])),
+                _fmt(rate["counter_hold_claim"]) + mark["counter_hold_claim"],
+                _fmt(rate["counter_hold_release"]) + mark["counter_hold_release"],
+                _x(ratio(rate["stockpool_claim"], rate["counter_hold_claim"])),
+                _fmt(rate["cart_claim"]) + mark["cart_claim"],
+                _fmt(claim.p99_ms if claim else None, 2),
+                _claim_waits(claim),
+                _claim_waits(run.cell("checkout", "counter_hold_claim", n)),
+            ]
+        )
+    return out
+
+
+def checkout_markdown(run: BenchRun) -> list[str]:
+    """The whole-checkout section of the markdown report (empty without checkout cells)."""
+    if not _checkout_counts(run):
+        return []
+    lines = [
+        "",
+        "## Whole checkouts: reserve, then claim or release",
+        "",
+        "One pgbench transaction is one checkout: reserve one unit of the hot key, then claim it "
+        "(payment succeeded) or release it (payment failed), two transactions. A checkout can reach "
+        "0.5x the ceiling at most. counter+hold's claim marks the hold claimed and lowers on hand on "
+        "the key's counter row; its release gives the unit back to the same row. The cart is "
+        "reserve_cart of 5 lines across 5 hot keys, then its claim. Wait events are split by the "
+        "statement the sampled backend was running.",
+        "",
+    ]
+    lines += _md_table(CHECKOUT_HEADER, checkout_rows(run))
+    lines += ["", "### The bar for claims", ""]
+    lines += _md_table(
+        ["check", "result", "detail"], [[c.name, _verdict(c.passed), c.detail] for c in checkout_bar(run)]
+    )
+    return lines
+
+
 def _verdict(passed: bool | None) -> str:
     return "n/a" if passed is None else ("PASS" if passed else "FAIL")
 
@@ -402,7 +545,9 @@ def write(run: BenchRun, out: Path, publish: bool = False) -> list[Path]:
     png = base.with_suffix(".png")
     chart(run, png)
     data = run.as_json()
-    data["bar"] = [{"check": c.name, "passed": c.passed, "detail": c.detail} for c in bar(run)]
+    data["bar"] = [
+        {"check": c.name, "passed": c.passed, "detail": c.detail} for c in [*bar(run), *checkout_bar(run)]
+    ]
     json_path = base.with_suffix(".json")
     json_path.write_text(json.dumps(data, indent=2) + "\n")
     md_path = base.with_suffix(".md")
@@ -462,7 +607,7 @@ def print_summary(console: Console, run: BenchRun) -> None:
     checks = Table(title="the bar for stockpool.reserve_units", box=box.SIMPLE)
     for name in ("check", "result", "detail"):
         checks.add_column(name)
-    for c in bar(run):
+    for c in [*bar(run), *checkout_bar(run)]:
         colour = {True: "green", False: "red", None: "yellow"}[c.passed]
         checks.add_row(c.name, f"[{colour}]{_verdict(c.passed)}[/]", c.detail)
     console.print(checks)

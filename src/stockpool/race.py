@@ -672,6 +672,32 @@ class _Checker(_Helper):
         return False
 
 
+class _SettlingWatch(_Helper):
+    """Reads the settling lag (claims waiting to be folded into their ledger
+    rows: how many, and the oldest one's age) every period."""
+
+    def __init__(self, dsn: str, keys: KeyRange, period: float = 0.5) -> None:
+        super().__init__("settling", dsn, OBSERVER_APP, period)
+        self.keys = keys
+        self.samples: list[tuple[int, float]] = []
+
+    def tick(self, conn: psycopg.Connection[TupleRow]) -> bool:
+        self.samples.append(verify.settling_lag(conn, self.keys))
+        return False
+
+    def summary(self, end: tuple[int, float]) -> dict[str, Any]:
+        return {
+            "samples": len(self.samples),
+            "max_pending": max((n for n, _ in self.samples), default=0),
+            "mean_pending": round(sum(n for n, _ in self.samples) / len(self.samples), 1)
+            if self.samples
+            else 0.0,
+            "max_oldest_s": round(max((age for _, age in self.samples), default=0.0), 3),
+            "end_pending": end[0],
+            "end_oldest_s": round(end[1], 3),
+        }
+
+
 def _soak_round(
     conn: psycopg.Connection[TupleRow], run_id: int, keys: KeyRange, *, final: bool
 ) -> list[Check]:
@@ -781,6 +807,7 @@ def _soak(h: Harness, clients: int, duration: int, o: SoakOptions) -> RunReport:
     sweeper = _Sweeper(h.dsn, run_id)
     replenisher = _Replenisher(h.dsn, run_id, keys, hot_items, low=max(stock // 5, 1), receive=stock)
     checker = _Checker(h.dsn, run_id, keys, check_every)
+    settling = _SettlingWatch(h.dsn, keys)
     m = _measure(
         h,
         run_id,
@@ -801,7 +828,7 @@ def _soak(h: Harness, clients: int, duration: int, o: SoakOptions) -> RunReport:
             "ttl_s": ttl,
             "abandon_ttl_s": abandon_ttl,
         },
-        beside=(sweeper, replenisher, checker),
+        beside=(sweeper, replenisher, checker, settling),
     )
     # The end: wait out the abandon TTL, sweep everything due, check once more.
     ending = (
@@ -809,6 +836,8 @@ def _soak(h: Harness, clients: int, duration: int, o: SoakOptions) -> RunReport:
         if h.progress
         else None
     )
+    with _connect(h.dsn) as conn:
+        settled_at_end = verify.settling_lag(conn, keys)
     with _connect(h.dsn, _app(run_id, "sweeper")) as conn:
         time.sleep(abandon_ttl + 0.2)
         final_sweep = 0
@@ -875,6 +904,7 @@ def _soak(h: Harness, clients: int, duration: int, o: SoakOptions) -> RunReport:
         "units_received": replenisher.received,
         "units_refilled": replenisher.refilled,
         "check_rounds": len(checker.rounds) + 1,
+        "settling": settling.summary(settled_at_end),
     }
     return _report(
         "soak",

@@ -207,6 +207,15 @@ def render(console: Console, reports: Sequence[RunReport]) -> Console:
             "[dim]measured[/]",
             f"[dim]{r.transactions:,} transactions in {r.elapsed_s:.1f} s; one latency = {r.latency_of}[/]",
         )
+        lag = r.counts.get("settling")
+        if lag:
+            table.add_row(
+                "",
+                "[dim]settling lag[/]",
+                f"[dim]claims waiting to be folded into their ledger rows: at most {lag['max_pending']:,} "
+                f"(mean {lag['mean_pending']:,}), the oldest {lag['max_oldest_s']:.2f} s old, "
+                f"in {lag['samples']} looks; {lag['end_pending']:,} when the clients stopped[/]",
+            )
         for state, message in sorted(r.error_messages.items()):
             table.add_row("", f"[dim]{state}[/]", f"[dim]{message}[/]")
         console.print(table)

@@ -16,7 +16,11 @@ outcome row and the hold it describes were written in the same transaction.
   committed (a rolled-back reservation leaves nothing); a refused reservation
   left no hold.
 - :func:`claims_in_ledger`: every claim a client saw committed left exactly
-  one movement per key for its quantity; no other claim movement exists.
+  one movement per key for its quantity, or one pending claim not yet folded
+  into the ledger; no other claim movement or pending claim exists.
+
+:func:`settling_lag` is not a check but a reading: how many claims of the run's
+keys wait to be folded into their ledger rows, and the oldest one's age.
 """
 
 from __future__ import annotations
@@ -226,20 +230,30 @@ WITH asked AS (
         AND o.settled = 'claimed'
     GROUP BY o.checkout_id, o.shop_id, l.item_id
 ),
-moved AS (
-    SELECT m.checkout_id, m.shop_id, m.item_id, (-pg_catalog.sum(m.delta))::integer AS quantity,
-           pg_catalog.count(*) AS movements
+recorded AS (
+    SELECT m.checkout_id, m.shop_id, m.item_id, -m.delta AS quantity
     FROM stockpool.movements AS m
     WHERE m.reason = 'claim'
         AND m.shop_id = ANY(%(shops)s)
         AND m.item_id BETWEEN %(item_lo)s AND %(item_hi)s
         AND m.location_id = %(location)s
-    GROUP BY m.checkout_id, m.shop_id, m.item_id
+    UNION ALL
+    SELECT c.checkout_id, c.shop_id, c.item_id, c.quantity
+    FROM stockpool.pending_claims AS c
+    WHERE c.shop_id = ANY(%(shops)s)
+        AND c.item_id BETWEEN %(item_lo)s AND %(item_hi)s
+        AND c.location_id = %(location)s
+),
+moved AS (
+    SELECT r.checkout_id, r.shop_id, r.item_id, pg_catalog.sum(r.quantity)::integer AS quantity,
+           pg_catalog.count(*) AS movements
+    FROM recorded AS r
+    GROUP BY r.checkout_id, r.shop_id, r.item_id
 )
 SELECT CASE
-           WHEN a.checkout_id IS NULL THEN 'claim movement no client saw committed'
-           WHEN m.checkout_id IS NULL THEN 'claimed without a movement'
-           WHEN m.movements <> 1 THEN m.movements::text || ' claim movements for one line'
+           WHEN a.checkout_id IS NULL THEN 'claim movement or pending claim no client saw committed'
+           WHEN m.checkout_id IS NULL THEN 'claimed without a movement or pending claim'
+           WHEN m.movements <> 1 THEN m.movements::text || ' claim movements and pending claims for one line'
            ELSE 'moved ' || m.quantity::text || ' units, claimed ' || a.quantity::text
        END AS problem,
        coalesce(a.checkout_id, m.checkout_id), coalesce(a.item_id, m.item_id),
@@ -263,7 +277,23 @@ def claims_in_ledger(conn: psycopg.Connection[TupleRow], run_id: int, keys: KeyR
     if rows:
         shown = [(problem, checkout, f"item {item}") for problem, checkout, item, _ in rows]
         return Check(name, False, _shown(shown, int(rows[0][3])))
-    return Check(name, True, "one movement per claimed line, none other")
+    return Check(name, True, "one movement or pending claim per claimed line, none other")
+
+
+SETTLING_LAG = """
+SELECT pg_catalog.count(*)::integer,
+       coalesce(EXTRACT(EPOCH FROM pg_catalog.clock_timestamp() - pg_catalog.min(c.claimed_at)), 0)::float8
+FROM stockpool.pending_claims AS c
+WHERE c.shop_id = ANY(%(shops)s)
+    AND c.item_id BETWEEN %(item_lo)s AND %(item_hi)s
+    AND c.location_id = %(location)s
+"""
+
+
+def settling_lag(conn: psycopg.Connection[TupleRow], keys: KeyRange) -> tuple[int, float]:
+    """Claims of ``keys`` not yet folded into their ledger rows, and the oldest one's age in seconds."""
+    row = conn.execute(SETTLING_LAG, keys.params).fetchone()
+    return (int(row[0]), float(row[1])) if row else (0, 0.0)
 
 
 def merge(name: str, rounds: Sequence[tuple[float, Check]]) -> Check:

@@ -174,21 +174,32 @@ def final_state(conn: psycopg.Connection, shop_id: int | None = None) -> FinalSt
         moves = [
             ClaimMove(*r)
             for r in conn.execute(
+                # A claim is recorded as a movement, or as a pending claim
+                # until its key's ledger row folds it (the same deduction).
                 "SELECT checkout_id, item_id, location_id, delta FROM stockpool.movements"
-                " WHERE reason = 'claim'" + shop_filter,
+                " WHERE reason = 'claim'" + shop_filter + " UNION ALL"
+                " SELECT checkout_id, item_id, location_id, -quantity FROM stockpool.pending_claims"
+                " WHERE true" + shop_filter,
                 params,
             )
         ]
         violations = conn.execute("SELECT * FROM stockpool.check_invariants()").fetchall()
         # History ties claims to holds: per key, the units claimed in the
-        # movement history equal the units of claimed holds.
+        # movement history and in pending claims equal the units of claimed
+        # holds.
         history = [
             f"key {r[0]}/{r[1]}/{r[2]}: claim movements {r[3]} <> claimed holds {r[4]}"
             for r in conn.execute(
                 """
                 WITH m AS (
-                    SELECT shop_id, item_id, location_id, -sum(delta) AS units
-                    FROM stockpool.movements WHERE reason = 'claim'
+                    SELECT shop_id, item_id, location_id, sum(units) AS units
+                    FROM (
+                        SELECT shop_id, item_id, location_id, -delta AS units
+                        FROM stockpool.movements WHERE reason = 'claim'
+                        UNION ALL
+                        SELECT shop_id, item_id, location_id, quantity
+                        FROM stockpool.pending_claims
+                    ) AS claims
                     GROUP BY 1, 2, 3
                 ), h AS (
                     SELECT shop_id, item_id, location_id, sum(quantity) AS units
@@ -249,6 +260,11 @@ def snapshot(conn: psycopg.Connection, shop_id: int | None = None) -> dict[str, 
         out["movements"] = conn.execute(
             f"SELECT count(*), max(movement_id), sum(delta) FROM stockpool.movements{where}", params
         ).fetchone()
+        out["pending_claims"] = conn.execute(
+            "SELECT shop_id, item_id, location_id, checkout_id, quantity"
+            f" FROM stockpool.pending_claims{where} ORDER BY 1, 2, 3, 4",
+            params,
+        ).fetchall()
     return out
 
 

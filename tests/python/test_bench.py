@@ -33,6 +33,7 @@ def run(pg_server: Any) -> bench.BenchRun:
         shapes=["naive"],
         shape_clients=[4],
         cart=True,
+        checkouts=True,
         soak_seconds=10,
         soak_clients=4,
         jobs=2,
@@ -41,7 +42,8 @@ def run(pg_server: Any) -> bench.BenchRun:
     cpu = cpumeter.ServerCPU.of_datadir(pg_server.cluster.datadir)
     assert cpu is not None, "the test server runs on this machine: its CPU can be read"
     result = bench.Bench(pg_server.dsn("postgres"), config, lines.append, cpu).execute()
-    assert len(lines) == 1 + 2 * 3 + 1 + 1, lines  # template, cells, soak
+    # template, per client count 2 strategies + the cart + 5 checkouts, the shape, the soak
+    assert len(lines) == 1 + 2 * 8 + 1 + 1, lines
     return result
 
 
@@ -97,6 +99,87 @@ def test_cart_counts_units_not_carts(run: bench.BenchRun) -> None:
 
 
 @pytest.mark.slow
+def test_checkout_cells_count_whole_checkouts(run: bench.BenchRun) -> None:
+    """One pgbench transaction is one checkout; what went all the way is counted
+    from the tables (claimed or released holds), and claim's waits are told
+    apart from reserve's."""
+    for clients in CLIENTS:
+        for name in ("stockpool_claim", "stockpool_release", "counter_hold_claim", "counter_hold_release"):
+            cell = run.cell("checkout", name, clients)
+            assert cell is not None and cell.valid, (name, clients, cell and cell.notes)
+            assert cell.units_per_transaction == 1
+            # a checkout cut by the end of the run may have reserved and not settled
+            assert cell.transactions - clients <= cell.reserved <= cell.transactions + clients, (name, cell)
+        cart = run.cell("checkout", "cart_claim", clients)
+        assert cart is not None and cart.valid and cart.units_per_transaction == 5
+        assert 5 * (cart.transactions - clients) <= cart.reserved <= 5 * (cart.transactions + clients)
+        claim = run.cell("checkout", "stockpool_claim", clients)
+        assert claim is not None and claim.invariant_violations == 0
+        assert set(claim.waits_by_statement) <= {"reserve", "claim"}
+        assert "claim" in claim.waits_by_statement or claim.wait_samples < 20
+        release = run.cell("checkout", "stockpool_release", clients)
+        assert release is not None and "claim" not in release.waits_by_statement
+    rows = {r[0]: r for r in benchreport.checkout_rows(run)}
+    for clients in CLIENTS:
+        claim, release = (
+            run.cell("checkout", "stockpool_claim", clients),
+            run.cell("checkout", "stockpool_release", clients),
+        )
+        ceiling = run.cell("strategy", "ceiling", clients)
+        assert claim is not None and release is not None and ceiling is not None
+        assert rows[str(clients)][2] == f"{claim.tps / ceiling.tps:.2f}x"
+        assert rows[str(clients)][5] == f"{claim.tps / release.tps:.2f}x"
+    names = [c.name for c in benchreport.checkout_bar(run)]
+    assert names[0] == "checkout: reserve+claim >= 0.9 x reserve+release at 1, 8"
+    assert names[1].startswith("checkout: neither Lock:transactionid nor Lock:tuple")
+    assert len(names) == 2, "no client count of 32 or more: no comparison with counter+hold"
+
+
+def test_checkout_bar_arithmetic() -> None:
+    """The claim bar on hand-made cells: fixed figures, fixed verdicts."""
+    config = bench.BenchConfig(
+        clients=[8, 32],
+        seconds=1,
+        strategies=["ceiling"],
+        shapes=[],
+        shape_clients=[],
+        cart=False,
+        checkouts=True,
+        soak_seconds=0,
+        soak_clients=1,
+        jobs=1,
+    )
+    run = bench.BenchRun(config=config, machine={}, started="now")
+
+    def cell(name: str, clients: int, tps: float, claim_waits: dict[str, int] | None = None) -> bench.Cell:
+        return bench.Cell(
+            kind="checkout",
+            name=name,
+            clients=clients,
+            seconds=1,
+            transactions=int(tps),
+            tps=tps,
+            reserved=int(tps),
+            waits_by_statement={"claim": claim_waits or {"CPU": 10}},
+        )
+
+    run.cells += [
+        cell("stockpool_claim", 8, 900.0, {"CPU": 8, "Lock:transactionid": 1, "LWLock:WALWrite": 2}),
+        cell("stockpool_release", 8, 1000.0),
+        cell("counter_hold_claim", 8, 500.0),
+        cell("stockpool_claim", 32, 800.0, {"CPU": 5, "IO:WALSync": 3}),
+        cell("stockpool_release", 32, 1000.0),
+        cell("counter_hold_claim", 32, 200.0),
+    ]
+    checks = benchreport.checkout_bar(run)
+    assert [(c.passed, c.detail) for c in checks] == [
+        (False, "8: 0.90x, 32: 0.80x"),
+        (False, "8: Lock:transactionid"),
+        (True, "32: 4.00x"),
+    ]
+
+
+@pytest.mark.slow
 def test_counter_shape_drift_adds_up(run: bench.BenchRun) -> None:
     naive = run.cell("shape", "naive", 4)
     assert naive is not None and naive.drift is not None
@@ -122,12 +205,25 @@ def test_report_files(run: bench.BenchRun, tmp_path: Path) -> None:
     paths = benchreport.write(run, out, publish=True)
     assert all(p.exists() and p.stat().st_size > 0 for p in paths)
     data = json.loads((out / "published" / "bench.json").read_text())
-    assert {c["name"] for c in data["cells"]} == {"ceiling", "stockpool", "reserve_cart", "naive"}
+    assert {c["name"] for c in data["cells"]} == {
+        "ceiling",
+        "stockpool",
+        "reserve_cart",
+        "naive",
+        "stockpool_claim",
+        "stockpool_release",
+        "counter_hold_claim",
+        "counter_hold_release",
+        "cart_claim",
+    }
     assert {"check", "passed", "detail"} <= set(data["bar"][0])
+    assert any(b["check"].startswith("checkout: reserve+claim >= 0.9") for b in data["bar"])
     assert data["machine"]["nproc"] and data["machine"]["server_version"]
     markdown = (out / "published" / "bench.md").read_text()
     assert "| strategy | clients | reservations/s | x ceiling |" in markdown
     assert "| CPU µs per reservation | x ceiling |" in markdown
+    assert "## Whole checkouts: reserve, then claim or release" in markdown
+    assert "| clients | stockpool claim checkouts/s | x ceiling |" in markdown
     assert all(c["cpu_us"] and c["cpu_us"] > 0 for c in data["cells"] if c["kind"] != "soak")
     assert "![throughput and p99 against clients](bench.png)" in markdown
     assert (out / "published" / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

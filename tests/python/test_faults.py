@@ -342,9 +342,13 @@ BEGIN
     RETURN NULL;
 END;
 $$;
-CREATE TRIGGER fault_gate AFTER INSERT ON stockpool.pool_units
+CREATE TRIGGER fault_gate AFTER INSERT ON {{table}}
     FOR EACH STATEMENT EXECUTE FUNCTION public.fault_gate();
 """
+# Where each call stops at the gate: release after ending the holds and
+# returning HOT's units to the pool; claim after recording a pending claim
+# (SLOW's ledger row is busy, so SLOW's claim is pending at the latest).
+GATE_TABLE = {"release": "stockpool.pool_units", "claim": "stockpool.pending_claims"}
 
 
 def _end_backend(
@@ -392,8 +396,8 @@ def _prepare(admin: psycopg.Connection, phase: str, checkout: uuid.UUID) -> tupl
             ),
         )
     assert cart(admin, SHOP, checkout, VICTIM_CART)
-    if phase == "release":
-        admin.execute(GATE_TRIGGER)
+    if phase in GATE_TABLE:
+        admin.execute(GATE_TRIGGER.format(table=GATE_TABLE[phase]))
     return (f"SELECT stockpool.{phase}(%s, %s)", (SHOP, checkout))
 
 
@@ -404,21 +408,22 @@ def block(blocker: psycopg.Connection, phase: str, shop: int) -> None:
         blocker.execute(
             "SELECT pg_catalog.pg_advisory_xact_lock(stockpool._key_lock_id(%s, %s, %s))", (shop, SLOW, LOC)
         )
-    elif phase == "claim":
-        # the key's ledger row: claim waits for it after deducting HOT
-        blocker.execute(
-            "SELECT 1 FROM stockpool.stock WHERE shop_id = %s AND item_id = %s AND location_id = %s"
-            " FOR NO KEY UPDATE",
-            (shop, SLOW, LOC),
-        )
     else:
-        # the gate: release stops after ending the holds and returning HOT's units
+        if phase == "claim":
+            # the key's ledger row: claim does not wait for it, it records
+            # SLOW's claim as pending, and stops at the gate after that insert
+            blocker.execute(
+                "SELECT 1 FROM stockpool.stock WHERE shop_id = %s AND item_id = %s AND location_id = %s"
+                " FOR NO KEY UPDATE",
+                (shop, SLOW, LOC),
+            )
+        # the gate (see GATE_TABLE)
         blocker.execute("SELECT pg_catalog.pg_advisory_xact_lock(%s)", (GATE_LOCK,))
 
 
 WRITES_BEFORE_BLOCK = {
     "reserve": {"stockpool.pool_units"},  # HOT's and SLOW's pooled units deleted
-    "claim": {"stockpool.stock", "stockpool.movements"},  # HOT deducted, its movement written
+    "claim": {"stockpool.pending_claims"},  # a deduction recorded (HOT's or SLOW's), not yet committed
     "release": {"stockpool.holds", "stockpool.pool_units"},  # holds ended, HOT's units back
 }
 
@@ -442,7 +447,7 @@ def _mid_call(method: str, phase: str, dsn: str, cl: clusters.Cluster | None = N
     ops: list[Op] = []
     if phase != "reserve":
         ops.append(Op("reserve", checkout, VICTIM_CART, OK, True))
-    victim = Victim(dsn, ["SET stockpool_test.gate = 'on'"] if phase == "release" else [])
+    victim = Victim(dsn, ["SET stockpool_test.gate = 'on'"] if phase in GATE_TABLE else [])
     blocker = psycopg.connect(dsn)
     load = Load(dsn, seconds=120, seed=len(method) * 10 + len(phase))
     try:
@@ -612,7 +617,7 @@ def test_client_disconnects_mid_transaction(how: str, dsn: str, conn: psycopg.Co
         assert _reserve_all(dsn, 6, "10s") == (True, None)
     assert load.unexpected == [], load.unexpected
     after = snapshot(conn, FAULT_SHOP)
-    assert after["stock_levels"] == [(FAULT_SHOP, SLOW, LOC, 6, 0, 6, 0)], diff(before, after)
+    assert after["stock_levels"] == [(FAULT_SHOP, SLOW, LOC, 6, 0, 6, 0, 0)], diff(before, after)
     holds = conn.execute(
         "SELECT count(*) FROM stockpool.holds WHERE checkout_id = %s", (checkout,)
     ).fetchone()
@@ -698,8 +703,9 @@ def test_timeout_inside_call_is_clean(
 ) -> None:
     """The call is stopped by the timeout while it waits on a lock after its
     first writes (reserve: HOT's units taken, waiting for SLOW's refill lock;
-    claim: HOT deducted, waiting for SLOW's ledger row): a clean error with the
-    timeout's SQLSTATE, nothing of the call left, the session still usable."""
+    claim, which never waits for a ledger row: stopped at the test's gate
+    after recording a pending claim): a clean error with the timeout's
+    SQLSTATE, nothing of the call left, the session still usable."""
     stock_keys(conn, SHOP, LOAD_ITEMS, LOAD_STOCK)
     stock_keys(conn, FAULT_SHOP, [HOT, SLOW], 40)
     conn.execute("SELECT stockpool.configure_pool(%s, %s, %s, 5)", (FAULT_SHOP, SLOW, LOC))
@@ -709,6 +715,7 @@ def test_timeout_inside_call_is_clean(
     lines = [(SLOW, LOC, 8), (HOT, LOC, 2)]  # any order: the function sorts
     if phase == "claim":
         assert cart(conn, FAULT_SHOP, checkout, lines)
+        conn.execute(GATE_TRIGGER.format(table=GATE_TABLE[phase]))
         query, params = "SELECT stockpool.claim(%s, %s)", (FAULT_SHOP, checkout)
     else:
         query = "SELECT stockpool.reserve_cart(%s, %s, %s::bigint[], %s::bigint[], %s::integer[])"
@@ -717,6 +724,8 @@ def test_timeout_inside_call_is_clean(
     load = Load(dsn, seed=17)
     with running(load), psycopg.connect(dsn) as blocker, psycopg.connect(dsn, autocommit=True) as victim:
         block(blocker, phase, FAULT_SHOP)
+        if phase in GATE_TABLE:
+            victim.execute("SET stockpool_test.gate = 'on'")
         victim.execute(f"SET {setting} = '300ms'")
         started = time.monotonic()
         with pytest.raises(psycopg.Error) as err:

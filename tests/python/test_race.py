@@ -264,8 +264,34 @@ def test_a_claim_movement_no_client_saw_is_caught(
         conn.execute("SELECT stockpool.claim(1, %s)", (checkouts[0],))  # outcome not updated
         checks = _all_checks(conn, run_id, keys)
     assert not checks["client-seen claims = claim movements"].passed
-    assert "claim movement no client saw committed" in checks["client-seen claims = claim movements"].detail
+    detail = checks["client-seen claims = claim movements"].detail
+    assert "claim movement or pending claim no client saw committed" in detail
     assert "claimed, but the client never asked" in checks["client-seen holds = stockpool.holds"].detail
+
+
+def test_a_pending_claim_no_client_saw_is_caught(
+    small_run: tuple[str, int, verify.KeyRange, list[uuid.UUID]],
+) -> None:
+    """A claim that met a busy ledger row is recorded as a pending claim; the
+    check counts it like a movement, so one nobody saw committed is caught."""
+    dsn, run_id, keys, checkouts = small_run
+    with psycopg.connect(dsn, autocommit=True) as conn, psycopg.connect(dsn) as busy:
+        busy.execute(
+            "SELECT 1 FROM stockpool.stock WHERE shop_id = 1 AND item_id = %s AND location_id = 1"
+            " FOR NO KEY UPDATE",
+            (keys.item_lo,),
+        )
+        conn.execute("SELECT stockpool.claim(1, %s)", (checkouts[0],))  # outcome not updated
+        pending = conn.execute("SELECT count(*) FROM stockpool.pending_claims").fetchone()
+        busy.rollback()
+        checks = _all_checks(conn, run_id, keys)
+    assert pending == (1,), "the claim met a busy ledger row, so it is pending"
+    assert not checks["client-seen claims = claim movements"].passed
+    assert "claim movement or pending claim no client saw committed" in (
+        checks["client-seen claims = claim movements"].detail
+    )
+    assert checks["check_invariants() empty"].passed, "a pending claim is a healthy state"
+    assert checks["ledger = movement history"].passed, "the ledger replays with a claim pending"
 
 
 # --- parsers, exactly --------------------------------------------------------------
