@@ -8,6 +8,7 @@ the parsers are tested on synthetic input, exactly.
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -347,6 +348,38 @@ def test_wait_profile_averages_per_sample() -> None:
     profile.counts.update({"LWLock:BufferContent": 10, "CPU": 2})
     assert profile.top(2) == [("LWLock:BufferContent", 2.5), ("CPU", 0.5)]
     assert WaitProfile().top() == []
+
+
+def test_wait_sampler_tells_statements_apart(dsn: str) -> None:
+    """Two sessions of one tag, each in a different statement: the sampler counts
+    each under its own label (and the session outside the tag not at all)."""
+    from stockpool.sampler import WaitSampler
+
+    sessions = [
+        psycopg.connect(dsn, autocommit=True, application_name=app)
+        for app in ("sampler-test/a", "sampler-test/b", "someone-else")
+    ]
+    threads = [
+        threading.Thread(target=c.execute, args=(f"SELECT pg_catalog.pg_sleep(1.5) /* {label} */",))
+        for c, label in zip(sessions, ("alpha", "beta", "alpha"), strict=True)
+    ]
+    try:
+        with WaitSampler(dsn, "sampler-test/", 0.1, (("alpha", r"/\* alpha"), ("beta", r"/\* beta"))) as s:
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    finally:
+        for c in sessions:
+            c.close()
+    profile = s.profile
+    assert profile.samples >= 5 and profile.errors == 0
+    assert set(profile.by_statement) == {"alpha", "beta"}
+    alpha, beta = profile.by_statement["alpha"], profile.by_statement["beta"]
+    assert alpha["Timeout:PgSleep"] >= 5 and beta["Timeout:PgSleep"] >= 5
+    # only the tagged "alpha" session: never more backends than samples
+    assert alpha["Timeout:PgSleep"] <= profile.samples
+    assert profile.counts["Timeout:PgSleep"] == alpha["Timeout:PgSleep"] + beta["Timeout:PgSleep"]
 
 
 def test_server_log_gives_each_deadlock_with_its_cycle(tmp_path: Path) -> None:
