@@ -348,26 +348,32 @@ def _checkout_counts(run: BenchRun) -> list[int]:
     return sorted({c.clients for c in run.cells if c.kind == "checkout"})
 
 
+def _claim_ratio_check(run: BenchRun, name: str, other: str, floor: float, counts: list[int]) -> Check:
+    """stockpool's claim checkouts against another checkout cell at ``counts``, each >= floor."""
+    bad, details = [], []
+    for n in counts:
+        r = ratio(_checkout_rate(run, "stockpool_claim", n), _checkout_rate(run, other, n))
+        details.append(f"{n}: {_x(r)}")
+        if r is None or r < floor:
+            bad.append(str(n))
+    return Check(name, not bad, ", ".join(details))
+
+
 def checkout_bar(run: BenchRun) -> list[Check]:
     """Issue 9's bar: a claim costs what a release does and never queues on the ledger row."""
     counts = _checkout_counts(run)
     if not counts:
         return []
-    checks: list[Check] = []
-    bad, details = [], []
-    for n in counts:
-        r = ratio(_checkout_rate(run, "stockpool_claim", n), _checkout_rate(run, "stockpool_release", n))
-        details.append(f"{n}: {_x(r)}")
-        if r is None or r < checkouts.CLAIM_VS_RELEASE:
-            bad.append(str(n))
-    checks.append(
-        Check(
+    checks = [
+        _claim_ratio_check(
+            run,
             f"checkout: reserve+claim >= {checkouts.CLAIM_VS_RELEASE:g} x reserve+release "
             f"at {', '.join(map(str, counts))}",
-            not bad,
-            ", ".join(details),
+            "stockpool_release",
+            checkouts.CLAIM_VS_RELEASE,
+            counts,
         )
-    )
+    ]
     queued, seen = [], []
     for n in counts:
         cell = run.cell("checkout", "stockpool_claim", n)
@@ -383,18 +389,14 @@ def checkout_bar(run: BenchRun) -> list[Check]:
     )
     from_n = [n for n in counts if n >= checkouts.COUNTER_FROM]
     if from_n:
-        bad, details = [], []
-        for n in from_n:
-            r = ratio(_checkout_rate(run, "stockpool_claim", n), _checkout_rate(run, "counter_hold_claim", n))
-            details.append(f"{n}: {_x(r)}")
-            if r is None or r < checkouts.CLAIM_VS_COUNTER:
-                bad.append(str(n))
         checks.append(
-            Check(
+            _claim_ratio_check(
+                run,
                 f"checkout: reserve+claim >= {checkouts.CLAIM_VS_COUNTER:g} x counter+hold's "
                 f"from {checkouts.COUNTER_FROM} clients",
-                not bad,
-                ", ".join(details),
+                "counter_hold_claim",
+                checkouts.CLAIM_VS_COUNTER,
+                from_n,
             )
         )
     return checks

@@ -15,11 +15,13 @@ import uuid
 import psycopg
 import pytest
 
+from stockpool import verify
 from support import Conns, background, checkout, result, scalar, violations, wait_until_blocked
 
 pytestmark = pytest.mark.timeout(120)
 
 SHOP, ITEM, LOC = 7, 70, 1
+KEYS = verify.KeyRange((SHOP,), ITEM, ITEM + 2, LOC)
 
 OLD_CLAIM = """
 CREATE FUNCTION public.old_claim(p_shop_id bigint, p_checkout_id uuid)
@@ -80,26 +82,12 @@ def _levels(conn: psycopg.Connection, item: int = ITEM) -> tuple[int, int, int]:
     return int(row[0]), int(row[1]), int(row[2])
 
 
-def _history_errors(conn: psycopg.Connection) -> list[tuple[object, ...]]:
-    """Movements whose on_hand_after is not the running sum in movement_id order,
-    and keys whose ledger row is not the sum of its movements."""
-    return conn.execute(
-        """
-        WITH chain AS (
-            SELECT m.item_id, m.movement_id, m.on_hand_after,
-                   sum(m.delta) OVER (PARTITION BY m.item_id ORDER BY m.movement_id) AS replayed
-            FROM stockpool.movements AS m WHERE m.shop_id = %(shop)s
-        )
-        SELECT 'movement', c.item_id, c.movement_id FROM chain AS c WHERE c.on_hand_after <> c.replayed
-        UNION ALL
-        SELECT 'ledger', s.item_id, s.on_hand FROM stockpool.stock AS s
-        WHERE s.shop_id = %(shop)s
-            AND s.on_hand <> (
-                SELECT coalesce(sum(m.delta), 0) FROM stockpool.movements AS m
-                WHERE (m.shop_id, m.item_id, m.location_id) = (s.shop_id, s.item_id, s.location_id))
-        """,
-        {"shop": SHOP},
-    ).fetchall()
+def _history_replays(conn: psycopg.Connection) -> bool:
+    """The race's own check: each movement's on_hand_after is the running sum in
+    movement_id order, and each ledger row is the sum of its movements."""
+    check = verify.ledger_history(conn, KEYS)
+    assert check.passed, check.detail
+    return check.passed
 
 
 def test_a_claim_does_not_wait_for_a_busy_ledger_row(conn: psycopg.Connection, conns: Conns) -> None:
@@ -112,7 +100,7 @@ def test_a_claim_does_not_wait_for_a_busy_ledger_row(conn: psycopg.Connection, c
     # Both committed as pending claims: on hand as read is exact, the row untouched.
     assert _levels(conn) == (7, 3, 10)
     assert violations(conn) == []
-    assert _history_errors(conn) == []
+    assert _history_replays(conn)
     holder.rollback()
     # The next claim that finds the row free folds them with its own, in claim order.
     c = _reserve(conn, 3)
@@ -124,7 +112,7 @@ def test_a_claim_does_not_wait_for_a_busy_ledger_row(conn: psycopg.Connection, c
         (SHOP,),
     ).fetchall()
     assert moves == [(a, -1, 9), (b, -2, 7), (c, -3, 4)]
-    assert _history_errors(conn) == []
+    assert _history_replays(conn)
     assert violations(conn) == []
 
 
@@ -164,7 +152,7 @@ def test_a_cart_claim_waits_on_none_of_its_ledger_rows(conn: psycopg.Connection,
         h.rollback()
     assert scalar(conn, "SELECT stockpool.sweep()") == 0
     assert [_levels(conn, i) for i in items] == [(9, 0, 9), (8, 0, 8), (7, 0, 7)]
-    assert violations(conn) == [] and _history_errors(conn) == []
+    assert violations(conn) == [] and _history_replays(conn)
 
 
 def test_sweep_skips_a_busy_row_and_folds_it_later(conn: psycopg.Connection, conns: Conns) -> None:
@@ -179,7 +167,7 @@ def test_sweep_skips_a_busy_row_and_folds_it_later(conn: psycopg.Connection, con
     holder.rollback()
     assert scalar(sweeper, "SELECT stockpool.sweep()") == 0
     assert _levels(conn) == (6, 0, 6)
-    assert _history_errors(conn) == []
+    assert _history_replays(conn)
 
 
 def test_set_stock_waits_for_the_row_and_settles_first(conn: psycopg.Connection, conns: Conns) -> None:
@@ -204,7 +192,7 @@ def test_set_stock_waits_for_the_row_and_settles_first(conn: psycopg.Connection,
     ).fetchall()
     assert moves == [("set", 20, 20), ("claim", -2, 18), ("claim", -3, 15), ("set", -3, 12)]
     assert _levels(conn) == (12, 0, 12)
-    assert violations(conn) == [] and _history_errors(conn) == []
+    assert violations(conn) == [] and _history_replays(conn)
 
 
 def test_many_claimers_of_one_key_at_once(conn: psycopg.Connection, dsn: str) -> None:
@@ -233,7 +221,7 @@ def test_many_claimers_of_one_key_at_once(conn: psycopg.Connection, dsn: str) ->
     assert errors == []
     claimed = per_thread * threads
     assert _levels(conn)[0] == units - claimed
-    assert violations(conn) == [] and _history_errors(conn) == []
+    assert violations(conn) == [] and _history_replays(conn)
     scalar(conn, "SELECT stockpool.sweep()")
     assert _levels(conn) == (units - claimed, 0, units - claimed)
     recorded = scalar(
