@@ -105,19 +105,25 @@ class Cluster:
 
     def _run(self, tool: str, *args: str, timeout: float = 120) -> None:
         # A session of its own: a Ctrl-C at the terminal reaches only us, and
-        # we stop the server in order instead of racing its own shutdown.
-        proc = subprocess.run(
+        # we stop the server in order instead of racing its own shutdown. If we
+        # are interrupted, the whole group goes: killing ``runuser`` alone would
+        # leave initdb writing into a directory we are about to remove.
+        proc = subprocess.Popen(
             self._cmd(tool, *args),
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=timeout,
-            check=False,
             start_new_session=True,
         )
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except BaseException:
+            _end_group(proc)
+            raise
         if proc.returncode != 0:
             log = self.logfile.read_text(errors="replace")[-2000:] if self.logfile.exists() else ""
             raise StockpoolError(
-                f"{tool} failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}",
+                f"{tool} failed: {(stderr or stdout).strip().splitlines()[-1:]}",
                 hint=f"server log tail:\n{log}" if log else None,
             )
 
@@ -171,6 +177,41 @@ class Cluster:
 
     def postmaster_pid(self) -> int:
         return int((self.datadir / "postmaster.pid").read_text().splitlines()[0])
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` still runs (zombies do not count:
+    an orphan's reaper may never come in a container)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                return True
+    return False
+
+
+def _end_group(proc: subprocess.Popen[str], grace: float = 10) -> None:
+    """Stop a tool started in a session of its own, and everything it started.
+
+    SIGTERM first (initdb removes its half-made data directory on it), then
+    SIGKILL; return once no process of the group is left. pg_ctl's postmaster
+    runs in a session of its own, so it is not touched here."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    sig = signal.SIGTERM
+    while True:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=0.1)
+        if not _group_alive(proc.pid):
+            return
+        if sig == signal.SIGTERM and time.monotonic() > deadline:
+            sig = signal.SIGKILL
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+            deadline = time.monotonic() + grace
+        elif sig == signal.SIGKILL and time.monotonic() > deadline:
+            return
 
 
 def _make_root() -> Path:
