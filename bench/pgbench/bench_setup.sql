@@ -185,10 +185,11 @@ END;
 $function$;
 
 -- prepare: lay out the starting state of one strategy in a fresh copy of the
--- template: p_units units of the hot key (key 1; keys 1..5 for the cart),
+-- template: p_units units of the hot key (key 1; keys 1..5 for the cart; for
+-- a catalogue, p_units keys of p_per_key units each),
 -- p_clients private rows for the ceiling. Pools start full, as they would be
 -- before a sale. Returns the units made available.
-CREATE FUNCTION bench.prepare(p_strategy text, p_clients integer, p_units bigint)
+CREATE FUNCTION bench.prepare(p_strategy text, p_clients integer, p_units bigint, p_per_key integer DEFAULT 500)
 RETURNS bigint
 LANGUAGE plpgsql
 AS $function$
@@ -217,6 +218,12 @@ BEGIN
     WHEN 'stockpool' THEN
         PERFORM stockpool.set_stock(1, 1, 1, p_units::integer);
         PERFORM stockpool.replenish_pool(1, 1, 1);
+    -- A catalogue: p_units keys of p_per_key units each, nothing pooled.
+    WHEN 'catalogue_stockpool' THEN
+        PERFORM stockpool.set_stock(1, g.n, 1, p_per_key) FROM generate_series(1, p_units) AS g (n);
+    WHEN 'catalogue_counter_hold' THEN
+        INSERT INTO bench.counter (key_id, available, initial, on_hand)
+        SELECT g.n, p_per_key, p_per_key, p_per_key FROM generate_series(1, p_units) AS g (n);
     WHEN 'cart' THEN
         FOR v_key IN 1..5 LOOP
             PERFORM stockpool.set_stock(1, v_key, 1, p_units::integer);
@@ -240,6 +247,9 @@ AS $function$
         WHEN 'ceiling' THEN (SELECT coalesce(sum(c.n), 0) FROM bench.ceiling AS c)
         WHEN 'counter' THEN (SELECT c.initial - c.available FROM bench.counter AS c WHERE c.key_id = 1)
         WHEN 'counter_hold' THEN (SELECT count(*) FROM bench.holds)
+        WHEN 'catalogue_counter_hold' THEN (SELECT count(*) FROM bench.holds)
+        WHEN 'catalogue_stockpool' THEN (
+            SELECT coalesce(sum(h.quantity), 0) FROM stockpool.holds AS h WHERE h.status = 'held')
         WHEN 'skip_locked' THEN (SELECT count(*) FROM bench.units AS u WHERE u.reserved)
         WHEN 'sharded' THEN (SELECT count(*) FROM bench.shards AS s WHERE s.reserved)
         WHEN 'pool' THEN (SELECT count(*) FROM bench.holds)
@@ -260,6 +270,18 @@ AS $function$
             SELECT count(*) FROM bench.holds AS h WHERE h.status = 'released')
         ELSE (SELECT count(*) FROM bench.sales)
     END::bigint;
+$function$;
+
+-- catalogue_footprint: what a catalogue run left in the pool: its rows, its
+-- bytes (every leaf: a partitioned parent has no storage of its own), and
+-- the keys that were touched (have holds).
+CREATE FUNCTION bench.catalogue_footprint(OUT pool_rows bigint, OUT pool_bytes bigint, OUT keys_touched bigint)
+LANGUAGE sql
+AS $function$
+    SELECT (SELECT count(*) FROM stockpool.pool_units),
+           (SELECT coalesce(sum(pg_total_relation_size(i.inhrelid)), 0)::bigint
+            FROM pg_inherits AS i WHERE i.inhparent = 'stockpool.pool_units'::regclass),
+           (SELECT count(*) FROM (SELECT DISTINCT h.item_id FROM stockpool.holds AS h) AS t);
 $function$;
 
 -- shape_drift: for a counter shape, units clients believe they sold (sales

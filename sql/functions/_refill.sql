@@ -1,23 +1,28 @@
 -- _refill: move free units (on_hand - allocated) of a key into its pool.
 -- How full: p_cap when given (replenish_pool); otherwise the key's demand.
--- The level is 20 seconds of what the pool gave out since the previous
--- refill (units taken / seconds elapsed), at most twice the previous level
--- (a sudden rush ramps up over a few refills instead of one huge insert),
--- never below pool_cap nor above 262,144 units. A quiet key keeps a pool of
--- pool_cap; a hot one gets a pool large enough that hundreds of concurrent
--- claimers rarely meet on a unit, that refills stay seconds apart, and that
--- the dead tuples claims leave between two autovacuum visits stay a small
--- share of its partition. The level and the time are kept on the ledger row
--- (pool_target, refilled_at) for the next refill's measurement, and the
--- key's buckets setting is raised with the level (one per 128 units, at
--- most 1,024), so that a large pool stays spread. A
--- reservation that needs units now gets at least p_min_extra beyond what is
--- pooled.
+-- A key gets a pool only once its buyers meet (its ledger row was busy when
+-- one of them came, see _take_ledger), and the first one is small: 16
+-- units. After that the level is 20 seconds of what the pool gave out since
+-- the previous refill (units taken / seconds elapsed), at most twice the
+-- previous level (a rush ramps up over a few refills instead of one huge
+-- insert), never below 16 nor above 262,144 units. A key that stays hot
+-- gets a pool large enough that hundreds of concurrent claimers rarely meet
+-- on a unit, that refills stay seconds apart, and that the dead tuples
+-- claims leave between two autovacuum visits stay a small share of its
+-- partition; one that cools down is handed back to its ledger row by
+-- stockpool._cool. pool_cap is the level replenish_pool() fills to (an
+-- operator's pre-fill before a drop), not a floor of these refills. The
+-- level and the time are kept on the ledger row (pool_target, refilled_at)
+-- for the next refill's measurement, and the key's buckets setting is
+-- raised with the level (one per 128 units, at most 1,024), so that a large
+-- pool stays spread. A reservation that needs units now gets at least
+-- p_min_extra beyond what is pooled.
 -- p_wait false: try the key's refill lock and give up at once if another
 -- transaction is refilling (no buyer queues on a refill it does not need).
 -- p_low_water_only: do nothing while more than the refill mark are pooled:
 -- low_water for a key at its pool_cap, three quarters of the level for a
--- demand-sized pool.
+-- demand-sized pool, and never more than three quarters of the level (a
+-- small pool is topped up when it has given out a quarter).
 -- That check must stay cheap on a pool of 100,000 units: up to 4,096 units
 -- it counts them (at most mark + 1), above that it counts one random bucket
 -- (at most mark / buckets + 1) and scales up, which is close enough because
@@ -41,8 +46,9 @@ RETURNS integer
 LANGUAGE plpgsql
 AS $function$
 DECLARE
-    -- Seconds of demand a pool holds, and the most it ever holds.
+    -- Seconds of demand a pool holds, the least and the most it holds.
     c_pool_seconds constant numeric := 20;
+    c_pool_min constant integer := 16;
     c_pool_max constant integer := 262144;
     -- Above this mark the low-water check counts one bucket, not the pool.
     c_exact_count constant integer := 4096;
@@ -76,11 +82,12 @@ BEGIN
 
     -- Count what is pooled before touching the ledger row, never more
     -- entries than the decision needs.
-    v_level := GREATEST(v_stock.pool_cap, v_stock.pool_target);
+    v_level := GREATEST(c_pool_min, v_stock.pool_target);
     -- For a key at its pool_cap the mark is its low_water; a demand-sized
     -- pool is topped up by a quarter of its level at a time.
-    v_mark := GREATEST(v_stock.low_water,
-                       v_level - GREATEST(v_stock.pool_cap - v_stock.low_water, v_level / 4));
+    v_mark := LEAST(v_level * 3 / 4,
+                    GREATEST(v_stock.low_water,
+                             v_level - GREATEST(v_stock.pool_cap - v_stock.low_water, v_level / 4)));
     IF NOT p_low_water_only THEN
         SELECT pg_catalog.count(*)::integer INTO v_pooled
         FROM (
@@ -131,14 +138,18 @@ BEGIN
 
     IF p_cap IS NOT NULL THEN
         v_target := p_cap;
+    ELSIF v_stock.pool_target = 0 THEN
+        -- The key's first pool (its buyers just met, or met again after it
+        -- cooled down): small, whatever an old refilled_at would suggest.
+        v_target := c_pool_min;
     ELSE
-        v_level := GREATEST(v_stock.pool_cap, v_stock.pool_target);
+        v_level := GREATEST(c_pool_min, v_stock.pool_target);
         v_seconds := EXTRACT(EPOCH FROM pg_catalog.now() - v_stock.refilled_at);
         IF v_seconds > 0 AND v_level > v_pooled THEN
             -- What the pool gave out since it was filled to v_level, per second.
             v_target := LEAST((v_level - v_pooled) / v_seconds * c_pool_seconds,
                               2::numeric * v_level, c_pool_max)::integer;
-            v_target := GREATEST(v_target, v_stock.pool_cap);
+            v_target := GREATEST(v_target, c_pool_min);
         ELSE
             v_target := v_level;
         END IF;

@@ -1,9 +1,11 @@
 -- _take_lines: take every unit of every line, or none.
 -- Lines must be sorted by (item_id, location_id), one line per key, keys known.
--- 1. Fast path, in a subtransaction: per key, SKIP LOCKED take, and if the
---    pool is short a refill of at least the shortfall (or, when another
---    transaction is refilling the key, a wait for that refill to commit, on a
---    shared lock taken and dropped at once), then take again.
+-- 1. Fast path, in a subtransaction: per key, the units straight from the
+--    ledger row when it is free and has them (SKIP LOCKED, like a counter);
+--    else a SKIP LOCKED take from the pool, and if the pool is short a
+--    refill of at least the shortfall (or, when another transaction is
+--    refilling the key, a wait for that refill to commit, on a shared lock
+--    taken and dropped at once), then take again.
 -- 2. If any line is still short, the subtransaction is rolled back, which
 --    releases every pool row, refill lock and ledger row it took, and the near-
 --    sellout path runs with nothing held: first every key's overdue holds are
@@ -12,6 +14,8 @@
 --    order), refill, take. Only if that is short too is the answer false.
 -- Lock order on both paths: keys in sorted order; within a key pool rows,
 -- then the refill advisory lock (or the wait for it), then the ledger row.
+-- The ledger row taken first by the fast path is taken SKIP LOCKED (never a
+-- wait), and a line it serves needs nothing else of that key.
 -- Hold rows are waited on only while no pool row, refill lock or ledger row
 -- is held (claim locks holds, then ledger rows), so no wait can close a cycle.
 -- Returns true with all units taken (deleted from the pool), false with no
@@ -33,6 +37,9 @@ DECLARE
 BEGIN
     BEGIN
         FOR v_i IN 1..v_lines LOOP
+            -- A free ledger row first, like a counter (see _take_ledger).
+            CONTINUE WHEN stockpool._take_ledger(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
+                                                 p_quantities[v_i]);
             v_got := stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                      p_quantities[v_i], p_buckets[v_i]);
             IF v_got < p_quantities[v_i] THEN

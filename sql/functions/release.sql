@@ -1,13 +1,14 @@
 -- release: payment failed. The checkout's live holds (expired but unswept
--- ones included) end and their units go back to the pool.
+-- ones included) end and their units go back: to the key's ledger row when
+-- it has no pool and the row is free, else to its pool (_return_units).
 -- Returns the units released by the checkout in total; a retry is a no-op
 -- that returns the same number. A checkout whose holds all expired returns 0:
 -- their units went back when they expired.
--- Locks: the checkout lock, then the checkout's hold rows FOR UPDATE. The
--- ledger is not touched: the units stay allocated, now in the pool.
+-- Locks: the checkout lock, then the checkout's hold rows FOR UPDATE, then
+-- (for a key without a pool) its ledger row SKIP LOCKED, never waiting.
 -- Raises 22004 (NULL argument), SP003 (unknown checkout), SP006 (the checkout
 -- was claimed: paid stock is not given back by release).
--- Touches holds, pool_units.
+-- Touches holds, stock, pool_units.
 CREATE OR REPLACE FUNCTION stockpool.release(
     p_shop_id bigint,
     p_checkout_id uuid
@@ -78,8 +79,8 @@ BEGIN
             AND s.location_id = e.location_id
         ORDER BY e.item_id, e.location_id
     LOOP
-        PERFORM stockpool._add_units(p_shop_id, v_hold.item_id, v_hold.location_id,
-                                     v_hold.quantity, v_hold.buckets);
+        PERFORM stockpool._return_units(p_shop_id, v_hold.item_id, v_hold.location_id,
+                                        v_hold.quantity, v_hold.buckets);
         v_released := v_released + v_hold.quantity;
     END LOOP;
 
@@ -88,6 +89,6 @@ END;
 $function$;
 
 COMMENT ON FUNCTION stockpool.release(bigint, uuid) IS
-'Payment failed: end the checkout''s live holds and put their units back into the pool. '
+'Payment failed: end the checkout''s live holds and give their units back (ledger row or pool). '
 'Returns the units released by the checkout; a retry is a no-op returning the same number. '
 'SQLSTATEs: 22004 NULL argument, SP003 unknown checkout, SP006 checkout was claimed.';

@@ -3,9 +3,11 @@
 -- Returns true when held (or already held by this checkout: a retry is a
 -- no-op), false when on hand minus live holds is less than the request.
 -- Locks: the checkout lock, then the checkout's new hold row (inserted
--- first; inserting it doubles as the idempotency check), then pool rows FOR
--- UPDATE SKIP LOCKED (never waiting on other buyers); when the pool runs
--- short, the key's refill lock and ledger row; near sellout, a wait for units
+-- first; inserting it doubles as the idempotency check), then the key's
+-- ledger row if it is free (SKIP LOCKED: the units come straight from it,
+-- like a counter's), else pool rows FOR UPDATE SKIP LOCKED (never waiting on
+-- other buyers); when the pool runs short, the key's refill lock and ledger
+-- row; near sellout, a wait for units
 -- locked by in-flight transactions and for expired holds being swept or ended
 -- by their owner (see _take_lines). A single unit is taken in one statement
 -- with a cached plan and without a subtransaction. The pool is topped up
@@ -14,7 +16,7 @@
 -- inserted, so it leaves nothing behind.
 -- Raises 22004 (NULL argument), 22023 (quantity <= 0, ttl <= 0),
 -- SP001 (unknown key), SP007 (checkout holds a different quantity).
--- Touches pool_units, holds; stock only when refilling.
+-- Touches holds, stock (a free ledger row's allocated; refills), pool_units.
 CREATE OR REPLACE FUNCTION stockpool.reserve_units(
     p_shop_id bigint,
     p_item_id bigint,
@@ -98,6 +100,16 @@ BEGIN
         RETURN true;
     END IF;
 
+    -- A free ledger row serves the reservation itself, like a counter: a
+    -- key nobody contends keeps no pool. A busy one means buyers meet on
+    -- this key: they take from its pool instead (SKIP LOCKED, no wait), and
+    -- once it has one, they go there first (see _take_ledger).
+    IF v_stock.pool_target = 0
+        AND v_stock.on_hand - v_stock.allocated >= p_quantity
+        AND stockpool._take_ledger(p_shop_id, p_item_id, p_location_id, p_quantity) THEN
+        RETURN true;
+    END IF;
+
     IF p_quantity = 1
         AND stockpool._take(p_shop_id, p_item_id, p_location_id, 1, v_stock.buckets) = 1 THEN
         -- Low-water refill, only when this key has free stock to move; a
@@ -106,8 +118,7 @@ BEGIN
         -- reservations, which keeps its cost per reservation flat whatever
         -- the pool's size and still looks often before the pool runs dry.
         IF v_stock.on_hand > v_stock.allocated
-            AND pg_catalog.random() * GREATEST(v_stock.low_water,
-                                               GREATEST(v_stock.pool_cap, v_stock.pool_target) / 2) < 16 THEN
+            AND pg_catalog.random() * GREATEST(v_stock.pool_target, 16) / 2 < 16 THEN
             PERFORM stockpool._refill(p_shop_id, p_item_id, p_location_id, 0, false, true);
         END IF;
         RETURN true;

@@ -1,8 +1,11 @@
 -- sweep: expire up to p_batch overdue holds in one short transaction and put
--- their units back into their keys' pools, then settle the pending claims of
+-- their units back (_return_units: the ledger row of a key without a pool,
+-- else its pool), then settle the pending claims of
 -- up to p_batch keys whose ledger row is free (stockpool._settle; a busy row
 -- is skipped: its holder or a later sweep folds it). A quiet key that nobody
 -- claims, refills or restocks again gets its pending claims folded here.
+-- Last, the pools of up to p_batch keys that cooled down (not refilled for
+-- 60 seconds) go back to their ledger rows (stockpool._cool).
 -- Returns the number of holds expired. Several sweepers can run at once: each
 -- locks its batch FOR UPDATE SKIP LOCKED and ledger rows SKIP LOCKED, so they
 -- take disjoint batches and never wait on each other or on a checkout being
@@ -19,6 +22,8 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $function$
 DECLARE
+    -- A pool not refilled for this long goes back to its ledger row.
+    c_quiet constant interval := '60 seconds';
     v_key record;
     v_holds integer := 0;
 BEGIN
@@ -64,8 +69,8 @@ BEGIN
         GROUP BY e.shop_id, e.item_id, e.location_id
         ORDER BY e.shop_id, e.item_id, e.location_id
     LOOP
-        PERFORM stockpool._add_units(v_key.shop_id, v_key.item_id, v_key.location_id,
-                                     v_key.units, v_key.buckets);
+        PERFORM stockpool._return_units(v_key.shop_id, v_key.item_id, v_key.location_id,
+                                        v_key.units, v_key.buckets);
         v_holds := v_holds + v_key.holds;
     END LOOP;
 
@@ -78,6 +83,16 @@ BEGIN
         LOOP
             PERFORM stockpool._settle(v_key.shop_id, v_key.item_id, v_key.location_id, false);
         END LOOP;
+        FOR v_key IN
+            SELECT s.shop_id, s.item_id, s.location_id
+            FROM stockpool.stock AS s
+            WHERE s.pool_target > 0
+                AND s.refilled_at < pg_catalog.now() - c_quiet
+            ORDER BY s.refilled_at
+            LIMIT p_batch
+        LOOP
+            PERFORM stockpool._cool(v_key.shop_id, v_key.item_id, v_key.location_id, c_quiet);
+        END LOOP;
     END IF;
 
     RETURN v_holds;
@@ -86,6 +101,7 @@ $function$;
 
 COMMENT ON FUNCTION stockpool.sweep(integer) IS
 'Expire up to p_batch overdue holds in one short transaction and return their units to the pool; '
-'then fold the pending claims of up to p_batch keys whose ledger row is free. '
+'then fold the pending claims of up to p_batch keys whose ledger row is free, '
+'and hand the pools of up to p_batch keys quiet for 60 s back to their ledger rows. '
 'Returns holds expired. Concurrent sweepers take disjoint batches (SKIP LOCKED). '
 'SQLSTATEs: 22004 NULL p_batch, 22023 p_batch not positive.';

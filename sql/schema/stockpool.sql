@@ -203,6 +203,72 @@ ALTER FUNCTION stockpool._apply_on_hand(p_shop_id bigint, p_item_id bigint, p_lo
 COMMENT ON FUNCTION stockpool._apply_on_hand(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_value bigint, p_relative boolean) IS 'Internal: shared body of set_stock and adjust_stock.';
 
 --
+-- Name: _cool(bigint, bigint, bigint, interval); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._cool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quiet interval) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_stock stockpool.stock;
+    v_units integer;
+    v_left boolean;
+BEGIN
+    IF NOT pg_catalog.pg_try_advisory_xact_lock(
+            stockpool._key_lock_id(p_shop_id, p_item_id, p_location_id)) THEN
+        RETURN 0;
+    END IF;
+    SELECT s.* INTO v_stock
+    FROM stockpool.stock AS s
+    WHERE s.shop_id = p_shop_id
+        AND s.item_id = p_item_id
+        AND s.location_id = p_location_id
+    FOR NO KEY UPDATE SKIP LOCKED;
+    IF NOT FOUND OR v_stock.pool_target = 0
+        OR v_stock.refilled_at > pg_catalog.now() - p_quiet THEN
+        RETURN 0;
+    END IF;
+
+    WITH picked AS (
+        SELECT u.ctid AS row_id
+        FROM stockpool.pool_units AS u
+        WHERE u.shop_id = p_shop_id
+            AND u.item_id = p_item_id
+            AND u.location_id = p_location_id
+        FOR UPDATE SKIP LOCKED
+    )
+    DELETE FROM stockpool.pool_units AS d
+    USING picked
+    WHERE d.shop_id = p_shop_id
+        AND d.ctid = picked.row_id;
+    GET DIAGNOSTICS v_units = ROW_COUNT;
+
+    v_left := EXISTS (
+        SELECT FROM stockpool.pool_units AS u
+        WHERE u.shop_id = p_shop_id
+            AND u.item_id = p_item_id
+            AND u.location_id = p_location_id
+    );
+    UPDATE stockpool.stock AS s
+    SET allocated = s.allocated - v_units,
+        pool_target = CASE WHEN v_left THEN s.pool_target ELSE 0 END,
+        updated_at = pg_catalog.now()
+    WHERE s.shop_id = p_shop_id
+        AND s.item_id = p_item_id
+        AND s.location_id = p_location_id;
+    RETURN v_units;
+END;
+$$;
+
+ALTER FUNCTION stockpool._cool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quiet interval) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _cool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quiet interval); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._cool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quiet interval) IS 'Internal: hand a quiet key''s pool back to its ledger row (never waits).';
+
+--
 -- Name: _existing_hold(bigint, uuid, bigint, bigint, integer, interval); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -430,8 +496,9 @@ CREATE FUNCTION stockpool._refill(p_shop_id bigint, p_item_id bigint, p_location
     LANGUAGE plpgsql
     AS $$
 DECLARE
-    -- Seconds of demand a pool holds, and the most it ever holds.
+    -- Seconds of demand a pool holds, the least and the most it holds.
     c_pool_seconds constant numeric := 20;
+    c_pool_min constant integer := 16;
     c_pool_max constant integer := 262144;
     -- Above this mark the low-water check counts one bucket, not the pool.
     c_exact_count constant integer := 4096;
@@ -465,11 +532,12 @@ BEGIN
 
     -- Count what is pooled before touching the ledger row, never more
     -- entries than the decision needs.
-    v_level := GREATEST(v_stock.pool_cap, v_stock.pool_target);
+    v_level := GREATEST(c_pool_min, v_stock.pool_target);
     -- For a key at its pool_cap the mark is its low_water; a demand-sized
     -- pool is topped up by a quarter of its level at a time.
-    v_mark := GREATEST(v_stock.low_water,
-                       v_level - GREATEST(v_stock.pool_cap - v_stock.low_water, v_level / 4));
+    v_mark := LEAST(v_level * 3 / 4,
+                    GREATEST(v_stock.low_water,
+                             v_level - GREATEST(v_stock.pool_cap - v_stock.low_water, v_level / 4)));
     IF NOT p_low_water_only THEN
         SELECT pg_catalog.count(*)::integer INTO v_pooled
         FROM (
@@ -520,14 +588,18 @@ BEGIN
 
     IF p_cap IS NOT NULL THEN
         v_target := p_cap;
+    ELSIF v_stock.pool_target = 0 THEN
+        -- The key's first pool (its buyers just met, or met again after it
+        -- cooled down): small, whatever an old refilled_at would suggest.
+        v_target := c_pool_min;
     ELSE
-        v_level := GREATEST(v_stock.pool_cap, v_stock.pool_target);
+        v_level := GREATEST(c_pool_min, v_stock.pool_target);
         v_seconds := EXTRACT(EPOCH FROM pg_catalog.now() - v_stock.refilled_at);
         IF v_seconds > 0 AND v_level > v_pooled THEN
             -- What the pool gave out since it was filled to v_level, per second.
             v_target := LEAST((v_level - v_pooled) / v_seconds * c_pool_seconds,
                               2::numeric * v_level, c_pool_max)::integer;
-            v_target := GREATEST(v_target, v_stock.pool_cap);
+            v_target := GREATEST(v_target, c_pool_min);
         ELSE
             v_target := v_level;
         END IF;
@@ -572,6 +644,46 @@ ALTER FUNCTION stockpool._refill(p_shop_id bigint, p_item_id bigint, p_location_
 --
 
 COMMENT ON FUNCTION stockpool._refill(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_min_extra integer, p_wait boolean, p_low_water_only boolean, p_cap integer) IS 'Internal: top a key''s pool up from free stock, sized by its demand, under its advisory refill lock.';
+
+--
+-- Name: _return_units(bigint, bigint, bigint, integer, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._return_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF p_quantity <= 0 THEN
+        RETURN 0;
+    END IF;
+    UPDATE stockpool.stock AS s
+    SET allocated = s.allocated - p_quantity
+    WHERE s.ctid = (
+            SELECT l.ctid
+            FROM stockpool.stock AS l
+            WHERE l.shop_id = p_shop_id
+                AND l.item_id = p_item_id
+                AND l.location_id = p_location_id
+                AND l.pool_target = 0
+            FOR NO KEY UPDATE SKIP LOCKED
+        )
+        AND s.shop_id = p_shop_id
+        AND s.item_id = p_item_id
+        AND s.location_id = p_location_id;
+    IF FOUND THEN
+        RETURN p_quantity;
+    END IF;
+    RETURN stockpool._add_units(p_shop_id, p_item_id, p_location_id, p_quantity, p_buckets);
+END;
+$$;
+
+ALTER FUNCTION stockpool._return_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _return_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._return_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer) IS 'Internal: give units back to a key: its free ledger row when it has no pool, else its pool.';
 
 --
 -- Name: _settle(bigint, bigint, bigint, boolean, uuid, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -1024,6 +1136,55 @@ ALTER FUNCTION stockpool._take(p_shop_id bigint, p_item_id bigint, p_location_id
 COMMENT ON FUNCTION stockpool._take(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer) IS 'Internal: SKIP LOCKED claim of up to n pool units from a random start bucket; deletes them.';
 
 --
+-- Name: _take_ledger(bigint, bigint, bigint, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._take_ledger(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    BEGIN
+        UPDATE stockpool.stock AS s
+        SET allocated = s.allocated + p_quantity
+        WHERE s.ctid = (
+                SELECT l.ctid
+                FROM stockpool.stock AS l
+                WHERE l.shop_id = p_shop_id
+                    AND l.item_id = p_item_id
+                    AND l.location_id = p_location_id
+                    AND l.on_hand - l.allocated >= p_quantity
+                    AND l.pool_target = 0
+                FOR NO KEY UPDATE SKIP LOCKED
+            )
+            AND s.shop_id = p_shop_id
+            AND s.item_id = p_item_id
+            AND s.location_id = p_location_id;
+        IF FOUND THEN
+            RETURN true;
+        END IF;
+        -- Not taken. The row may still be locked by us: when it changed
+        -- since our snapshot, the lock is taken on its newest version before
+        -- the conditions are checked again, and a row that fails them stays
+        -- locked. The caller goes on to the pool and may wait there, and a
+        -- refiller holding the key's refill lock waits for this row: a
+        -- cycle. Rolling back the block drops that lock.
+        RAISE EXCEPTION USING ERRCODE = 'SPX03';
+    EXCEPTION
+        WHEN SQLSTATE 'SPX03' THEN
+            RETURN false;
+    END;
+END;
+$$;
+
+ALTER FUNCTION stockpool._take_ledger(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _take_ledger(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._take_ledger(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer) IS 'Internal: take units straight from a free ledger row (SKIP LOCKED, never waits), like a counter.';
+
+--
 -- Name: _take_lines(bigint, bigint[], bigint[], integer[], integer[]); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -1037,6 +1198,9 @@ DECLARE
 BEGIN
     BEGIN
         FOR v_i IN 1..v_lines LOOP
+            -- A free ledger row first, like a counter (see _take_ledger).
+            CONTINUE WHEN stockpool._take_ledger(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
+                                                 p_quantities[v_i]);
             v_got := stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                      p_quantities[v_i], p_buckets[v_i]);
             IF v_got < p_quantities[v_i] THEN
@@ -1544,8 +1708,8 @@ BEGIN
             AND s.location_id = e.location_id
         ORDER BY e.item_id, e.location_id
     LOOP
-        PERFORM stockpool._add_units(p_shop_id, v_hold.item_id, v_hold.location_id,
-                                     v_hold.quantity, v_hold.buckets);
+        PERFORM stockpool._return_units(p_shop_id, v_hold.item_id, v_hold.location_id,
+                                        v_hold.quantity, v_hold.buckets);
         v_released := v_released + v_hold.quantity;
     END LOOP;
 
@@ -1559,7 +1723,7 @@ ALTER FUNCTION stockpool.release(p_shop_id bigint, p_checkout_id uuid) OWNER TO 
 -- Name: FUNCTION release(p_shop_id bigint, p_checkout_id uuid); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON FUNCTION stockpool.release(p_shop_id bigint, p_checkout_id uuid) IS 'Payment failed: end the checkout''s live holds and put their units back into the pool. Returns the units released by the checkout; a retry is a no-op returning the same number. SQLSTATEs: 22004 NULL argument, SP003 unknown checkout, SP006 checkout was claimed.';
+COMMENT ON FUNCTION stockpool.release(p_shop_id bigint, p_checkout_id uuid) IS 'Payment failed: end the checkout''s live holds and give their units back (ledger row or pool). Returns the units released by the checkout; a retry is a no-op returning the same number. SQLSTATEs: 22004 NULL argument, SP003 unknown checkout, SP006 checkout was claimed.';
 
 --
 -- Name: replenish_pool(bigint, bigint, bigint, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -1798,6 +1962,16 @@ BEGIN
         RETURN true;
     END IF;
 
+    -- A free ledger row serves the reservation itself, like a counter: a
+    -- key nobody contends keeps no pool. A busy one means buyers meet on
+    -- this key: they take from its pool instead (SKIP LOCKED, no wait), and
+    -- once it has one, they go there first (see _take_ledger).
+    IF v_stock.pool_target = 0
+        AND v_stock.on_hand - v_stock.allocated >= p_quantity
+        AND stockpool._take_ledger(p_shop_id, p_item_id, p_location_id, p_quantity) THEN
+        RETURN true;
+    END IF;
+
     IF p_quantity = 1
         AND stockpool._take(p_shop_id, p_item_id, p_location_id, 1, v_stock.buckets) = 1 THEN
         -- Low-water refill, only when this key has free stock to move; a
@@ -1806,8 +1980,7 @@ BEGIN
         -- reservations, which keeps its cost per reservation flat whatever
         -- the pool's size and still looks often before the pool runs dry.
         IF v_stock.on_hand > v_stock.allocated
-            AND pg_catalog.random() * GREATEST(v_stock.low_water,
-                                               GREATEST(v_stock.pool_cap, v_stock.pool_target) / 2) < 16 THEN
+            AND pg_catalog.random() * GREATEST(v_stock.pool_target, 16) / 2 < 16 THEN
             PERFORM stockpool._refill(p_shop_id, p_item_id, p_location_id, 0, false, true);
         END IF;
         RETURN true;
@@ -1877,6 +2050,8 @@ CREATE FUNCTION stockpool.sweep(p_batch integer DEFAULT 500) RETURNS integer
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
+    -- A pool not refilled for this long goes back to its ledger row.
+    c_quiet constant interval := '60 seconds';
     v_key record;
     v_holds integer := 0;
 BEGIN
@@ -1922,8 +2097,8 @@ BEGIN
         GROUP BY e.shop_id, e.item_id, e.location_id
         ORDER BY e.shop_id, e.item_id, e.location_id
     LOOP
-        PERFORM stockpool._add_units(v_key.shop_id, v_key.item_id, v_key.location_id,
-                                     v_key.units, v_key.buckets);
+        PERFORM stockpool._return_units(v_key.shop_id, v_key.item_id, v_key.location_id,
+                                        v_key.units, v_key.buckets);
         v_holds := v_holds + v_key.holds;
     END LOOP;
 
@@ -1935,6 +2110,16 @@ BEGIN
             LIMIT p_batch
         LOOP
             PERFORM stockpool._settle(v_key.shop_id, v_key.item_id, v_key.location_id, false);
+        END LOOP;
+        FOR v_key IN
+            SELECT s.shop_id, s.item_id, s.location_id
+            FROM stockpool.stock AS s
+            WHERE s.pool_target > 0
+                AND s.refilled_at < pg_catalog.now() - c_quiet
+            ORDER BY s.refilled_at
+            LIMIT p_batch
+        LOOP
+            PERFORM stockpool._cool(v_key.shop_id, v_key.item_id, v_key.location_id, c_quiet);
         END LOOP;
     END IF;
 
@@ -1948,7 +2133,7 @@ ALTER FUNCTION stockpool.sweep(p_batch integer) OWNER TO stockpool_owner;
 -- Name: FUNCTION sweep(p_batch integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON FUNCTION stockpool.sweep(p_batch integer) IS 'Expire up to p_batch overdue holds in one short transaction and return their units to the pool; then fold the pending claims of up to p_batch keys whose ledger row is free. Returns holds expired. Concurrent sweepers take disjoint batches (SKIP LOCKED). SQLSTATEs: 22004 NULL p_batch, 22023 p_batch not positive.';
+COMMENT ON FUNCTION stockpool.sweep(p_batch integer) IS 'Expire up to p_batch overdue holds in one short transaction and return their units to the pool; then fold the pending claims of up to p_batch keys whose ledger row is free, and hand the pools of up to p_batch keys quiet for 60 s back to their ledger rows. Returns holds expired. Concurrent sweepers take disjoint batches (SKIP LOCKED). SQLSTATEs: 22004 NULL p_batch, 22023 p_batch not positive.';
 
 --
 -- Name: take_units(bigint, bigint, bigint, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -2440,6 +2625,12 @@ CREATE INDEX pool_units_p6_shop_id_item_id_location_id_bucket_unit_id_idx ON sto
 CREATE INDEX pool_units_p7_shop_id_item_id_location_id_bucket_unit_id_idx ON stockpool.pool_units_p7 USING btree (shop_id, item_id, location_id, bucket, unit_id);
 
 --
+-- Name: stock_pooled_idx; Type: INDEX; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE INDEX stock_pooled_idx ON stockpool.stock USING btree (refilled_at) WHERE (pool_target > 0);
+
+--
 -- Name: pool_units_p0_shop_id_item_id_location_id_bucket_unit_id_idx; Type: INDEX ATTACH; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -2526,6 +2717,12 @@ REVOKE ALL ON FUNCTION stockpool._add_units(p_shop_id bigint, p_item_id bigint, 
 REVOKE ALL ON FUNCTION stockpool._apply_on_hand(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_value bigint, p_relative boolean) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _cool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quiet interval); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._cool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quiet interval) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _existing_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval); Type: ACL; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -2574,6 +2771,12 @@ REVOKE ALL ON FUNCTION stockpool._record_hold(p_shop_id bigint, p_checkout_id uu
 REVOKE ALL ON FUNCTION stockpool._refill(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_min_extra integer, p_wait boolean, p_low_water_only boolean, p_cap integer) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _return_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._return_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _settle(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_wait boolean, p_checkout_id uuid, p_quantity integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -2590,6 +2793,12 @@ REVOKE ALL ON FUNCTION stockpool._stock_row(p_shop_id bigint, p_item_id bigint, 
 --
 
 REVOKE ALL ON FUNCTION stockpool._take(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _take_ledger(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._take_ledger(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _take_lines(p_shop_id bigint, p_item_ids bigint[], p_location_ids bigint[], p_quantities integer[], p_buckets integer[]); Type: ACL; Schema: stockpool; Owner: stockpool_owner

@@ -55,6 +55,11 @@ RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
 STRATEGIES = ("ceiling", "counter", "counter_hold", "skip_locked", "pool", "sharded", "stockpool")
 SHAPES = ("naive", "locked", "atomic", "serializable")
 DEFAULT_CLIENTS = (1, 8, 32, 128, 512)
+CATALOGUE_CLIENTS = (1, 8, 32, 128)
+CATALOGUE_KEYS = 20_000
+# Units per key: the issue's 500 for a uniform catalogue; a Zipf catalogue's
+# hottest keys would sell out within a cell, so they get deep stock.
+CATALOGUE_PER_KEY = {"uniform": 500, "zipf": 100_000}
 # Strategies that record a hold, as stockpool does: the bar compares against them.
 HOLD_STRATEGIES = ("counter_hold", "pool")
 # Units of stock where a strategy is a counter or a stockpool key: never sold out.
@@ -75,7 +80,7 @@ CELL_DB = "stockpool_bench"
 class Cell:
     """One pgbench run: a strategy (or shape, or cart) at one client count."""
 
-    kind: str  # strategy | shape | cart | checkout
+    kind: str  # strategy | shape | cart | checkout | catalogue
     name: str
     clients: int
     seconds: int
@@ -96,6 +101,10 @@ class Cell:
     # checkout cells: the same samples per statement (reserve, claim, release)
     waits_by_statement: dict[str, dict[str, int]] = field(default_factory=dict)
     drift: dict[str, int] | None = None
+    # catalogue cells: what the pool holds at the end, and the keys touched
+    pool_rows: int | None = None
+    pool_bytes: int | None = None
+    keys_touched: int | None = None
     invariant_violations: int | None = None
     # CPU microseconds per unit of the server (all its processes) and of
     # pgbench; None when the server is not on this machine.
@@ -200,6 +209,8 @@ class BenchConfig:
     soak_seconds: int
     soak_clients: int
     jobs: int
+    catalogue_keys: int = 0  # 0: no catalogue cells
+    catalogue_clients: list[int] = field(default_factory=lambda: list(CATALOGUE_CLIENTS))
 
 
 @dataclass
@@ -260,6 +271,7 @@ def run_cell(
     application_name: str,
     max_tries: int = 1,
     interval: int | None = None,
+    defines: dict[str, object] | None = None,
 ) -> CellRun:
     """Run one pgbench cell in prepared mode (-M prepared) for ``seconds``.
 
@@ -286,6 +298,7 @@ def run_cell(
             "--failures-detailed",
             "-l",
             f"--log-prefix={logdir / 'txn'}",
+            *[f"-D{k}={v}" for k, v in (defines or {}).items()],
             pgbench.with_application_name(dsn, application_name),
         ]
         code, out, err = local["pgbench"].run(args, retcode=None)
@@ -419,7 +432,7 @@ class Workspace:
         with psycopg.connect(self.template_dsn, autocommit=True) as conn:
             conn.execute((BENCH_DIR / "bench_setup.sql").read_bytes())
 
-    def fresh(self, strategy: str, clients: int, units: int) -> str:
+    def fresh(self, strategy: str, clients: int, units: int, per_key: int = 500) -> str:
         """A new copy of the template laid out for one cell, vacuumed and checkpointed."""
         self._admin(
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(CELL_DB)),
@@ -428,7 +441,7 @@ class Workspace:
             ),
         )
         with psycopg.connect(self.cell_dsn, autocommit=True) as conn:
-            conn.execute("SELECT bench.prepare(%s, %s, %s)", (strategy, clients, units))
+            conn.execute("SELECT bench.prepare(%s, %s, %s, %s)", (strategy, clients, units, per_key))
             conn.execute("VACUUM (ANALYZE)")
             conn.execute("CHECKPOINT")
         return self.cell_dsn
@@ -536,6 +549,70 @@ class Bench:
         flag_problems(cell)
         return cell
 
+    def measure_catalogue(self, name: str, clients: int, seconds: int) -> Cell:
+        """One catalogue cell: N keys, a key drawn per reservation. Cold: a fresh
+        copy, every reservation a key's first touches. Warm: the same workload
+        run once for as long beforehand, then measured on the same database."""
+        strategy, dist, phase = name.split(":")
+        prepare_as = f"catalogue_{strategy}"
+        keys = self.config.catalogue_keys
+        dsn = self.workspace.fresh(prepare_as, clients, keys, CATALOGUE_PER_KEY[dist])
+        path = script(f"catalogue_{strategy}_{dist}")
+        tag = f"stockpool-bench-{strategy}-{dist}-{phase}-{clients}"
+        defines: dict[str, object] = {"keys": keys}
+        reserved_before = 0
+        if phase == "warm":
+            run_cell(
+                dsn,
+                path,
+                clients,
+                seconds,
+                jobs=self.config.jobs,
+                application_name=tag + "-warmup",
+                defines=defines,
+            )
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                wait_for_sessions_gone(conn, tag + "-warmup")
+                reserved_before = int(_scalar(conn, "SELECT bench.reserved(%s)", (prepare_as,)))
+        cpu_before = self.cpu.read() if self.cpu else None
+        with WaitSampler(self.workspace.admin_dsn, tag, SAMPLE_INTERVAL) as waits:
+            result = run_cell(
+                dsn, path, clients, seconds, jobs=self.config.jobs, application_name=tag, defines=defines
+            )
+        latencies = result.log.latencies_us
+        cell = Cell(
+            kind="catalogue",
+            name=name,
+            clients=clients,
+            seconds=seconds,
+            transactions=result.transactions,
+            tps=result.tps,
+            failed=result.failed,
+            aborted=result.aborted,
+            units_available=keys * CATALOGUE_PER_KEY[dist],
+            p50_ms=_ms(latencies, 50),
+            p99_ms=_ms(latencies, 99),
+            mean_ms=round(sum(latencies) / len(latencies) / 1000.0, 3) if latencies else None,
+            wait_samples=waits.profile.samples,
+            waits=dict(waits.profile.counts),
+        )
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            if self.cpu is not None and cpu_before is not None:
+                wait_for_sessions_gone(conn, tag)
+                per_unit = cpumeter.per_unit_us(cpu_before, self.cpu.read(), cell.transactions)
+                if per_unit is not None:
+                    cell.cpu_server_us, cell.cpu_client_us = (round(v, 1) for v in per_unit)
+            cell.reserved = int(_scalar(conn, "SELECT bench.reserved(%s)", (prepare_as,))) - reserved_before
+            if strategy == "stockpool":
+                row = conn.execute("SELECT * FROM bench.catalogue_footprint()").fetchone()
+                if row:
+                    cell.pool_rows, cell.pool_bytes, cell.keys_touched = (int(v) for v in row)
+                cell.invariant_violations = int(
+                    _scalar(conn, "SELECT count(*) FROM stockpool.check_invariants()")
+                )
+        flag_problems(cell)
+        return cell
+
     def soak(self) -> Soak:
         seconds, clients = self.config.soak_seconds, self.config.soak_clients
         soak = Soak(clients=clients, seconds=seconds)
@@ -592,9 +669,20 @@ class Bench:
                 plan += [("checkout", c, clients) for c in checkouts.CHECKOUTS]
         for clients in cfg.shape_clients:
             plan += [("shape", s, clients) for s in cfg.shapes]
+        if cfg.catalogue_keys:
+            for clients in cfg.catalogue_clients:
+                plan += [
+                    ("catalogue", catalogue_name(strategy, dist, phase), clients)
+                    for dist in ("uniform", "zipf")
+                    for phase in ("cold", "warm")
+                    for strategy in ("counter_hold", "stockpool")
+                ]
         try:
             for number, (kind, name, clients) in enumerate(plan, start=1):
-                cell = self.measure(kind, name, clients, cfg.seconds)
+                if kind == "catalogue":
+                    cell = self.measure_catalogue(name, clients, cfg.seconds)
+                else:
+                    cell = self.measure(kind, name, clients, cfg.seconds)
                 self.run.cells.append(cell)
                 self.log(_cell_line(number, len(plan), cell))
             if cfg.soak_seconds > 0:
@@ -605,6 +693,10 @@ class Bench:
             self.run.machine["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
             self.workspace.drop()
         return self.run
+
+
+def catalogue_name(strategy: str, dist: str, phase: str) -> str:
+    return f"{strategy}:{dist}:{phase}"
 
 
 def flag_problems(cell: Cell) -> None:
@@ -797,6 +889,17 @@ def command(
             "and a 5-line cart then claim."
         ),
     ] = True,
+    catalogue_keys: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Catalogue cells: this many keys, one drawn per reservation (uniform and Zipf, "
+            "first touches and warm), stockpool against counter+hold (0: none).",
+        ),
+    ] = CATALOGUE_KEYS,
+    catalogue_clients: Annotated[str, typer.Option(help="Client counts for the catalogue cells.")] = ",".join(
+        map(str, CATALOGUE_CLIENTS)
+    ),
     soak_seconds: Annotated[int, typer.Option(min=0, help="Soak of the hot key (0: none).")] = 600,
     soak_clients: Annotated[int, typer.Option(min=1, help="Clients for the soak.")] = 128,
     jobs: Annotated[int, typer.Option(min=1, help="pgbench threads (-j).")] = max(2, os.cpu_count() or 2),
@@ -821,11 +924,20 @@ def command(
         shape_clients=_int_list(shape_clients, "--shape-clients") if shape_clients else client_list,
         cart=cart,
         checkouts=checkout,
+        catalogue_keys=catalogue_keys,
+        catalogue_clients=_int_list(catalogue_clients, "--catalogue-clients"),
         soak_seconds=soak_seconds,
         soak_clients=soak_clients,
         jobs=jobs,
     )
-    most = max([*config.clients, *config.shape_clients, config.soak_clients if soak_seconds else 1])
+    most = max(
+        [
+            *config.clients,
+            *config.shape_clients,
+            *(config.catalogue_clients if catalogue_keys else []),
+            config.soak_clients if soak_seconds else 1,
+        ]
+    )
     try:
         raise_fd_limit(most)
         with _server(dsn, most) as (admin_dsn, cpu):

@@ -221,6 +221,7 @@ def markdown(run: BenchRun, chart_name: str | None) -> str:
         [[c.name, _verdict(c.passed), c.detail] for c in bar(run)],
     )
     lines += checkout_markdown(run)
+    lines += catalogue_markdown(run)
     shapes = [c for c in run.cells if c.kind == "shape"]
     if shapes:
         lines += [
@@ -474,6 +475,156 @@ def checkout_markdown(run: BenchRun) -> list[str]:
     return lines
 
 
+CATALOGUE_VS_COUNTER = 0.7  # uniform catalogue: stockpool >= this x counter+hold at 1, 8 and 32 clients
+CATALOGUE_UNIFORM_UPTO = 32
+CATALOGUE_ZIPF_FROM = 32  # Zipf catalogue: stockpool >= counter+hold from this many clients
+CATALOGUE_ROWS_PER_KEY = 16  # pool rows per key touched after a cold run
+
+
+def _catalogue_rate(run: BenchRun, strategy: str, dist: str, phase: str, clients: int) -> float | None:
+    cell = run.cell("catalogue", f"{strategy}:{dist}:{phase}", clients)
+    return cell.rate if cell and cell.valid else None
+
+
+def _catalogue_counts(run: BenchRun) -> list[int]:
+    return sorted({c.clients for c in run.cells if c.kind == "catalogue"})
+
+
+def _rows_per_key(cell: Cell | None) -> float | None:
+    if cell is None or cell.pool_rows is None or not cell.keys_touched:
+        return None
+    return cell.pool_rows / cell.keys_touched
+
+
+def catalogue_bar(run: BenchRun) -> list[Check]:
+    """Issue 10's bar: a key nobody contends costs what a counter costs."""
+    counts = _catalogue_counts(run)
+    if not counts:
+        return []
+    checks: list[Check] = []
+    for dist, phase in (("uniform", "cold"), ("uniform", "warm"), ("zipf", "cold"), ("zipf", "warm")):
+        if dist == "uniform":
+            upto = [n for n in counts if n <= CATALOGUE_UNIFORM_UPTO]
+            floor, label = CATALOGUE_VS_COUNTER, f"at {', '.join(map(str, upto))}"
+        else:
+            upto = [n for n in counts if n >= CATALOGUE_ZIPF_FROM]
+            floor, label = 1.0, f"at {', '.join(map(str, upto))}"
+        if not upto:
+            continue
+        bad, details = [], []
+        for n in upto:
+            r = ratio(
+                _catalogue_rate(run, "stockpool", dist, phase, n),
+                _catalogue_rate(run, "counter_hold", dist, phase, n),
+            )
+            details.append(f"{n}: {_x(r)}")
+            if r is None or r < floor:
+                bad.append(str(n))
+        checks.append(
+            Check(
+                f"catalogue {dist}, {phase}: >= {floor:g} x counter+hold {label}", not bad, ", ".join(details)
+            )
+        )
+    bad, details = [], []
+    for dist in ("uniform", "zipf"):
+        for n in counts:
+            per_key = _rows_per_key(run.cell("catalogue", f"stockpool:{dist}:cold", n))
+            details.append(f"{dist} {n}: {_fmt(per_key, 2)}")
+            if per_key is None or per_key > CATALOGUE_ROWS_PER_KEY:
+                bad.append(f"{dist} {n}")
+    checks.append(
+        Check(
+            f"catalogue, first touches: <= {CATALOGUE_ROWS_PER_KEY} pool rows per key touched",
+            not bad,
+            ", ".join(details),
+        )
+    )
+    return checks
+
+
+CATALOGUE_HEADER = [
+    "keys",
+    "clients",
+    "first touches or warm",
+    "counter+hold res/s",
+    "x ceiling",
+    "stockpool res/s",
+    "x ceiling",
+    "stockpool / counter+hold",
+    "pool rows at the end",
+    "pool MB",
+    "keys touched",
+    "pool rows per key touched",
+    "stockpool CPU µs per reservation",
+    "stockpool top wait event",
+]
+
+
+def catalogue_rows(run: BenchRun) -> list[list[str]]:
+    out = []
+    for dist in ("uniform", "zipf"):
+        for n in _catalogue_counts(run):
+            ceiling = run.cell("strategy", "ceiling", n)
+            top = ceiling.rate if ceiling else None
+            for phase in ("cold", "warm"):
+                sp = run.cell("catalogue", f"stockpool:{dist}:{phase}", n)
+                ch = run.cell("catalogue", f"counter_hold:{dist}:{phase}", n)
+                if sp is None and ch is None:
+                    continue
+                sp_rate = _catalogue_rate(run, "stockpool", dist, phase, n)
+                ch_rate = _catalogue_rate(run, "counter_hold", dist, phase, n)
+                out.append(
+                    [
+                        f"{run.config.catalogue_keys:,} {dist}",
+                        str(n),
+                        "first touches" if phase == "cold" else "warm",
+                        _fmt(ch_rate) + ("" if ch is None or ch.valid else " (!)"),
+                        _x(ratio(ch_rate, top)),
+                        _fmt(sp_rate) + ("" if sp is None or sp.valid else " (!)"),
+                        _x(ratio(sp_rate, top)),
+                        _x(ratio(sp_rate, ch_rate)),
+                        _fmt(sp.pool_rows if sp else None),
+                        _fmt(sp.pool_bytes / 1e6 if sp and sp.pool_bytes is not None else None, 1),
+                        _fmt(sp.keys_touched if sp else None),
+                        _fmt(_rows_per_key(sp), 2),
+                        _fmt(sp.cpu_us if sp else None),
+                        _wait(sp) if sp else "-",
+                    ]
+                )
+    return out
+
+
+def catalogue_markdown(run: BenchRun) -> list[str]:
+    """The catalogue section of the markdown report (empty without catalogue cells)."""
+    if not _catalogue_counts(run):
+        return []
+    lines = [
+        "",
+        "## A whole catalogue: one key drawn per reservation",
+        "",
+        f"{run.config.catalogue_keys:,} keys; each reservation takes one unit of a key drawn uniformly or "
+        "by Zipf (exponent 1.1), stockpool.reserve_units against counter+hold (a conditional UPDATE of "
+        "the key's counter row plus a hold row, one statement). Units per key: "
+        + ", ".join(f"{d} {u:,}" for d, u in _catalogue_per_key().items())
+        + ". First touches: a fresh copy of the database, no key reserved before. Warm: the same "
+        "workload run once for as long beforehand, then measured on the same database. Pool rows "
+        "and MB (every leaf of stockpool.pool_units) at the end of the stockpool cell.",
+        "",
+    ]
+    lines += _md_table(CATALOGUE_HEADER, catalogue_rows(run))
+    lines += ["", "### The bar for a catalogue", ""]
+    lines += _md_table(
+        ["check", "result", "detail"], [[c.name, _verdict(c.passed), c.detail] for c in catalogue_bar(run)]
+    )
+    return lines
+
+
+def _catalogue_per_key() -> dict[str, int]:
+    from stockpool.bench import CATALOGUE_PER_KEY
+
+    return dict(CATALOGUE_PER_KEY)
+
+
 def _verdict(passed: bool | None) -> str:
     return "n/a" if passed is None else ("PASS" if passed else "FAIL")
 
@@ -548,7 +699,8 @@ def write(run: BenchRun, out: Path, publish: bool = False) -> list[Path]:
     chart(run, png)
     data = run.as_json()
     data["bar"] = [
-        {"check": c.name, "passed": c.passed, "detail": c.detail} for c in [*bar(run), *checkout_bar(run)]
+        {"check": c.name, "passed": c.passed, "detail": c.detail}
+        for c in [*bar(run), *checkout_bar(run), *catalogue_bar(run)]
     ]
     json_path = base.with_suffix(".json")
     json_path.write_text(json.dumps(data, indent=2) + "\n")
@@ -609,7 +761,7 @@ def print_summary(console: Console, run: BenchRun) -> None:
     checks = Table(title="the bar for stockpool.reserve_units", box=box.SIMPLE)
     for name in ("check", "result", "detail"):
         checks.add_column(name)
-    for c in [*bar(run), *checkout_bar(run)]:
+    for c in [*bar(run), *checkout_bar(run), *catalogue_bar(run)]:
         colour = {True: "green", False: "red", None: "yellow"}[c.passed]
         checks.add_row(c.name, f"[{colour}]{_verdict(c.passed)}[/]", c.detail)
     console.print(checks)

@@ -74,7 +74,8 @@ SELECT is((SELECT on_hand FROM stockpool.stock WHERE (shop_id, item_id, location
     0, 'ledger at 0');
 
 -- Live holds: pool units go back first, then SP002.
-SELECT is(stockpool.set_stock(1, 201, 1, 10), 10, 'key 201 at 10');
+SELECT is(stockpool.set_stock(1, 201, 1, 10) + stockpool.replenish_pool(1, 201, 1), 20,
+    'key 201 at 10, all pooled');
 SELECT ok(stockpool.reserve_units(1, 201, 1, 4, '00000000-0000-0000-0000-0000000000b1'),
     'a checkout holds 4 of key 201');
 SELECT results_eq(

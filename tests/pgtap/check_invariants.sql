@@ -20,13 +20,15 @@ SELECT lives_ok($$
     SELECT stockpool.set_stock(1, k.item_id, 1, 20) FROM generate_series(1100, 1109) AS k (item_id)
 $$, 'ten keys at 20 (items 1100..1109)');
 SELECT lives_ok($$
-    SELECT stockpool.reserve_units(1, 1100, 1, 3, '00000000-0000-0000-0000-000000000601'),
+    SELECT stockpool.replenish_pool(1, 1101, 1),
+           stockpool.replenish_pool(1, 1102, 1),
+           stockpool.reserve_units(1, 1100, 1, 3, '00000000-0000-0000-0000-000000000601'),
            stockpool.reserve_cart(1, '00000000-0000-0000-0000-000000000602', '{1101,1100}', '{1,1}', '{5,2}'),
            stockpool.reserve_units(1, 1102, 1, 1, '00000000-0000-0000-0000-000000000603'),
            stockpool.reserve_units(1, 1103, 1, 20, '00000000-0000-0000-0000-000000000604'),
            stockpool.replenish_pool(1, 1104, 1),
            stockpool.adjust_stock(1, 1105, 1, 7)
-$$, 'holds, a cart, a sellout, a refill, an adjustment');
+$$, 'pre-filled pools (1101, 1102), holds, a cart, a sellout, a refill, an adjustment');
 SELECT lives_ok($$
     SELECT stockpool.claim(1, '00000000-0000-0000-0000-000000000601'),
            stockpool.release(1, '00000000-0000-0000-0000-000000000602'),
@@ -144,7 +146,8 @@ SELECT results_eq(
 
 -- Pending claims (0005): a claim that met a busy ledger row, written as
 -- claim writes it (item 1110), is healthy; then broken three ways.
-SELECT is(stockpool.set_stock(1, 1110, 1, 20), 20, 'key 1110 at 20');
+SELECT is(stockpool.set_stock(1, 1110, 1, 20) + stockpool.replenish_pool(1, 1110, 1), 40,
+    'key 1110 at 20, all pooled');
 SELECT ok(stockpool.reserve_units(1, 1110, 1, 2, '00000000-0000-0000-0000-000000000607'), '607 holds 2 of item 1110');
 UPDATE stockpool.holds SET status = 'claimed'
 WHERE shop_id = 1 AND checkout_id = '00000000-0000-0000-0000-000000000607';
@@ -162,7 +165,8 @@ SELECT is(
     'pending claim of 3 units by checkout 00000000-0000-0000-0000-000000000607, whose hold is claimed (2 units)',
     'the settlement detail names the checkout and its hold');
 -- A pending claim whose hold was never claimed (item 1111).
-SELECT is(stockpool.set_stock(1, 1111, 1, 20), 20, 'key 1111 at 20');
+SELECT is(stockpool.set_stock(1, 1111, 1, 20) + stockpool.replenish_pool(1, 1111, 1), 40,
+    'key 1111 at 20, all pooled');
 SELECT ok(stockpool.reserve_units(1, 1111, 1, 2, '00000000-0000-0000-0000-000000000608'), '608 holds 2 of item 1111');
 INSERT INTO stockpool.pending_claims (shop_id, item_id, location_id, checkout_id, quantity)
 VALUES (1, 1111, 1, '00000000-0000-0000-0000-000000000608', 2);

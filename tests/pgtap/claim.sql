@@ -43,8 +43,8 @@ SELECT is(stockpool.claim(1, '00000000-0000-0000-0000-000000000101'), 7, 'claim 
 SELECT results_eq(
     $$SELECT item_id, on_hand, allocated FROM stockpool.stock
       WHERE shop_id = 1 AND item_id IN (500, 501) ORDER BY item_id$$,
-    $$VALUES (500::bigint, 7, 7), (501, 6, 6)$$,
-    'on hand and allocated both fall by the claimed units');
+    $$VALUES (500::bigint, 7, 0), (501, 6, 0)$$,
+    'on hand and allocated both fall by the claimed units (allocated was the 3 and 4 held)');
 SELECT results_eq(
     $$SELECT item_id, delta, on_hand_after, reason, checkout_id FROM stockpool.movements
       WHERE shop_id = 1 AND reason = 'claim' ORDER BY movement_id$$,
@@ -59,8 +59,8 @@ SELECT results_eq(
 SELECT results_eq(
     $$SELECT item_id, on_hand, pooled, held, free FROM stockpool.stock_levels
       WHERE shop_id = 1 AND item_id IN (500, 501) ORDER BY item_id$$,
-    $$VALUES (500::bigint, 7, 7, 0, 0), (501, 6, 6, 0, 0)$$,
-    'nothing held any more, the pools untouched');
+    $$VALUES (500::bigint, 7, 0, 0, 7), (501, 6, 0, 0, 6)$$,
+    'nothing held any more, no pool: the rest is free on the ledger rows');
 
 -- A retry returns the same number and claims nothing twice.
 TRUNCATE before_error;

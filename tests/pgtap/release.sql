@@ -1,8 +1,8 @@
 -- stockpool.release: a checkout's live holds end and their units go back to
--- the pool; a retry returns the same number. Unknown SP003, claimed SP006,
+-- the ledger row of a key without a pool, else to the pool; a retry returns the same number. Unknown SP003, claimed SP006,
 -- each writing nothing.
 BEGIN;
-SELECT plan(35);
+SELECT plan(36);
 
 CREATE TEMPORARY VIEW snapshot AS
 SELECT 'stock' AS kind, s::text AS state FROM stockpool.stock AS s
@@ -18,6 +18,7 @@ SELECT function_returns('stockpool', 'release', ARRAY['bigint', 'uuid'], 'intege
 
 SELECT is(stockpool.set_stock(1, 600, 1, 10), 10, 'key 600 at 10');
 SELECT is(stockpool.set_stock(1, 601, 1, 10), 10, 'key 601 at 10');
+SELECT is(stockpool.replenish_pool(1, 601, 1), 10, 'key 601 pooled (key 600 is not)');
 SELECT ok(stockpool.reserve_cart(1, '00000000-0000-0000-0000-000000000201', '{600,601}', '{1,1}', '{3,4}'),
     'checkout 201 holds 3 of key 600 and 4 of key 601');
 CREATE TEMPORARY TABLE before_error AS SELECT * FROM snapshot;
@@ -44,12 +45,12 @@ SELECT results_eq(
 SELECT results_eq(
     $$SELECT item_id, on_hand, pooled, held, free FROM stockpool.stock_levels
       WHERE shop_id = 1 AND item_id IN (600, 601) ORDER BY item_id$$,
-    $$VALUES (600::bigint, 10, 10, 0, 0), (601, 10, 10, 0, 0)$$,
-    'the units are back in their pools, on hand unchanged');
+    $$VALUES (600::bigint, 10, 0, 0, 10), (601, 10, 10, 0, 0)$$,
+    'the units are back: key 600''s on its ledger row (no pool), key 601''s in its pool; on hand unchanged');
 SELECT results_eq(
     $$SELECT item_id, allocated FROM stockpool.stock WHERE shop_id = 1 AND item_id IN (600, 601) ORDER BY item_id$$,
-    $$VALUES (600::bigint, 10), (601, 10)$$,
-    'allocated unchanged: the units moved from holds to the pool');
+    $$VALUES (600::bigint, 0), (601, 10)$$,
+    'allocated: key 600''s went down (units free on the ledger row), key 601''s unchanged (hold to pool)');
 SELECT is((SELECT count(*)::integer FROM stockpool.movements WHERE shop_id = 1 AND item_id IN (600, 601)),
     2, 'a release records no movement');
 

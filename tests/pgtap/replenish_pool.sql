@@ -1,7 +1,7 @@
 -- stockpool.replenish_pool: top a key's pool up to its cap from free stock;
 -- NULL key argument 22004, p_cap <= 0 22023, unknown key SP001.
 BEGIN;
-SELECT plan(36);
+SELECT plan(37);
 
 CREATE TEMPORARY VIEW snapshot AS
 SELECT 'stock' AS kind, s::text AS state FROM stockpool.stock AS s
@@ -73,7 +73,9 @@ SELECT ok((SELECT bool_and(bucket BETWEEN 0 AND 3) AND count(DISTINCT bucket) = 
 
 -- Holds and claims: only free stock moves.
 SELECT is(stockpool.set_stock(1, 803, 1, 10), 10, 'key 803 at 10');
-SELECT ok(stockpool.reserve_units(1, 803, 1, 6, '00000000-0000-0000-0000-000000000401'), '401 holds 6');
+SELECT ok(stockpool.reserve_units(1, 803, 1, 6, '00000000-0000-0000-0000-000000000401'),
+    '401 holds 6 (from the ledger row: no pool yet)');
+SELECT is(stockpool.replenish_pool(1, 803, 1), 4, 'the 4 free units move to the pool, the 6 held stay');
 SELECT is(stockpool.replenish_pool(1, 803, 1), 0, 'everything is pooled or held: adds 0');
 SELECT is(stockpool.adjust_stock(1, 803, 1, 5), 15, 'receive 5 more');
 SELECT is(stockpool.replenish_pool(1, 803, 1), 5, 'the 5 received units move to the pool');

@@ -22,7 +22,8 @@ SELECT function_returns('stockpool', 'reserve_cart',
 
 SELECT is(stockpool.set_stock(1, 400, 1, 10), 10, 'key 400 at 10');
 SELECT is(stockpool.set_stock(1, 401, 1, 10), 10, 'key 401 at 10');
-SELECT is(stockpool.set_stock(1, 401, 2, 10), 10, 'key 401 at location 2 at 10');
+SELECT is(stockpool.set_stock(1, 401, 2, 10) + stockpool.replenish_pool(1, 401, 2), 20,
+    'key 401 at location 2 at 10, all pooled');
 SELECT is(stockpool.set_stock(1, 402, 1, 2), 2, 'key 402 at 2');
 CREATE TEMPORARY TABLE before_error AS SELECT * FROM snapshot;
 
@@ -95,8 +96,8 @@ SELECT results_eq(
 SELECT results_eq(
     $$SELECT item_id, location_id, pooled, held FROM stockpool.stock_levels
       WHERE shop_id = 1 AND item_id IN (400, 401) ORDER BY item_id, location_id$$,
-    $$VALUES (400::bigint, 1::bigint, 8, 2), (401, 1, 6, 4), (401, 2, 7, 3)$$,
-    'each line''s units moved from its pool to its hold');
+    $$VALUES (400::bigint, 1::bigint, 0, 2), (401, 1, 0, 4), (401, 2, 7, 3)$$,
+    'each line''s units came from its ledger row, or from its pool for the pooled key (401 at 2)');
 
 -- Retries: the same cart, in any order or split, is a no-op.
 TRUNCATE before_error;

@@ -68,8 +68,8 @@ SELECT results_eq(
     'one held row, quantity 3, expiring after the default 15 minutes');
 SELECT results_eq(
     'SELECT on_hand, pooled, held, free FROM stockpool.stock_levels WHERE (shop_id, item_id, location_id) = (1, 300, 1)',
-    $$VALUES (10, 7, 3, 0)$$,
-    'the pool was filled from free stock and 3 units moved to the hold');
+    $$VALUES (10, 0, 3, 7)$$,
+    'a key nobody contends: the 3 units came straight from its ledger row, no pool');
 SELECT is((SELECT on_hand FROM stockpool.stock WHERE (shop_id, item_id, location_id) = (1, 300, 1)),
     10, 'a hold does not change on hand');
 SELECT is((SELECT count(*)::integer FROM stockpool.movements WHERE (shop_id, item_id, location_id) = (1, 300, 1)),
@@ -194,7 +194,7 @@ SELECT results_eq(
     'the same hold row, renewed with the new ttl');
 SELECT results_eq(
     'SELECT on_hand, pooled, held, free FROM stockpool.stock_levels WHERE (shop_id, item_id, location_id) = (1, 306, 1)',
-    $$VALUES (4, 2, 2, 0)$$,
+    $$VALUES (4, 0, 2, 2)$$,
     'the renewal took no new units');
 
 -- Expired and swept: a retry takes units again and re-opens the row.
@@ -210,7 +210,7 @@ SELECT results_eq(
     'one hold row, held again');
 SELECT results_eq(
     'SELECT on_hand, pooled, held, free FROM stockpool.stock_levels WHERE (shop_id, item_id, location_id) = (1, 306, 1)',
-    $$VALUES (4, 2, 2, 0)$$,
+    $$VALUES (4, 0, 2, 2)$$,
     'units were taken once more, not twice');
 
 -- Released: a new reservation of the same checkout takes units again.
@@ -219,7 +219,7 @@ SELECT ok(stockpool.reserve_units(1, 306, 1, 3, '00000000-0000-0000-0000-0000000
     'after a release the checkout may reserve another quantity');
 SELECT results_eq(
     'SELECT on_hand, pooled, held, free FROM stockpool.stock_levels WHERE (shop_id, item_id, location_id) = (1, 306, 1)',
-    $$VALUES (4, 1, 3, 0)$$,
+    $$VALUES (4, 0, 3, 1)$$,
     'key 306: 3 held by e1');
 
 -- Claimed: a retry of the same reservation is a no-op, another quantity SP007.

@@ -58,7 +58,8 @@ CREATE TEMPORARY TABLE calls (n serial, what text, result text);
 GRANT ALL ON calls, calls_n_seq TO PUBLIC;
 
 SELECT is(stockpool.set_stock(1, 1500, 1, 10), 10, 'key 1500 at 10');
-SELECT is(stockpool.set_stock(1, 1501, 1, 10), 10, 'key 1501 at 10');
+SELECT is(stockpool.set_stock(1, 1501, 1, 10) + stockpool.replenish_pool(1, 1501, 1), 20,
+    'key 1501 at 10, all pooled (1500 has no pool: both paths run under the trap)');
 
 SET LOCAL search_path = evil, pg_catalog, public;
 INSERT INTO pg_temp.calls (what, result) VALUES ('probe unpinned', evil.probe_unpinned());
@@ -112,7 +113,7 @@ SELECT results_eq(
 SELECT results_eq(
     $$SELECT item_id, on_hand, pooled, held, free FROM stockpool.stock_levels
       WHERE shop_id = 1 AND item_id IN (1500, 1501, 1502) ORDER BY item_id$$,
-    $$VALUES (1500::bigint, 7, 6, 1, 0), (1501, 10, 10, 0, 0), (1502, 8, 6, 0, 2)$$,
+    $$VALUES (1500::bigint, 7, 0, 1, 6), (1501, 10, 10, 0, 0), (1502, 8, 6, 0, 2)$$,
     'the ledger and the pools add up (no evil + or -)');
 SELECT is_empty(
     $$SELECT * FROM stockpool.pool_units
@@ -190,7 +191,7 @@ RESET search_path;
 SELECT results_eq(
     $$SELECT what, result FROM calls WHERE what ~ '^empty: ' ORDER BY n$$,
     $$VALUES ('empty: set_stock', '4'), ('empty: reserve_cart', 'true'), ('empty: reserve_units', 'true'),
-             ('empty: claim', '3'), ('empty: release', '1'), ('empty: sweep', '0'), ('empty: replenish_pool', '0'),
+             ('empty: claim', '3'), ('empty: release', '1'), ('empty: sweep', '0'), ('empty: replenish_pool', '1'),
              ('empty: levels', '1/1/0/0'), ('empty: check_invariants', '0')$$,
     'with search_path = '''' every call works and returns what it should');
 SELECT throws_ok(

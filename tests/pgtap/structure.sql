@@ -4,7 +4,7 @@
 -- the append-only triggers, and every function with its exact signature,
 -- return type and comment.
 BEGIN;
-SELECT plan(109);
+SELECT plan(110);
 
 -- "name type [NOT NULL] [DEFAULT ...] [GENERATED ...]" for each column, in order.
 CREATE FUNCTION pg_temp.columns_of(p_table regclass)
@@ -63,7 +63,12 @@ SELECT set_eq(
              ('stock_buckets_range', 'CHECK (((buckets >= 1) AND (buckets <= 1024)))'),
              ('stock_pool_target_nonnegative', 'CHECK ((pool_target >= 0))')$$,
     'stock has exactly its named constraints, the safety property among them');
-SELECT indexes_are('stockpool', 'stock', ARRAY['stock_pkey'], 'stock has only its primary key index');
+SELECT indexes_are('stockpool', 'stock', ARRAY['stock_pkey', 'stock_pooled_idx'],
+    'stock has its primary key and the index of pooled keys');
+SELECT is(
+    (SELECT pg_get_indexdef(indexrelid) FROM pg_catalog.pg_index WHERE indexrelid = 'stockpool.stock_pooled_idx'::regclass),
+    'CREATE INDEX stock_pooled_idx ON stockpool.stock USING btree (refilled_at) WHERE (pool_target > 0)',
+    'stock_pooled_idx: pooled keys by their last refill (the sweep''s cooling queue)');
 
 -- pool_units: the bounded, hash-partitioned pool.
 SELECT is(pg_temp.columns_of('stockpool.pool_units'),
@@ -247,13 +252,14 @@ ORDER BY c.relname;
 SELECT functions_are('stockpool',
     ARRAY['set_stock', 'adjust_stock', 'reserve_units', 'reserve_cart', 'claim', 'release', 'sweep',
           'replenish_pool', 'take_units', 'configure_pool', 'check_invariants',
-          '_add_units', '_apply_on_hand', '_existing_hold', '_expire_key', '_key_lock_id', '_lock_checkout',
-          '_movements_immutable', '_null_args', '_record_hold', '_refill', '_settle', '_stock_row', '_take',
-          '_take_lines', '_take_waiting'],
+          '_add_units', '_apply_on_hand', '_cool', '_existing_hold', '_expire_key', '_key_lock_id', '_lock_checkout',
+          '_movements_immutable', '_null_args', '_record_hold', '_refill', '_return_units', '_settle',
+          '_stock_row', '_take',
+          '_take_ledger', '_take_lines', '_take_waiting'],
     'stockpool has exactly its functions');
 SELECT is(
     (SELECT count(*)::integer FROM pg_catalog.pg_proc WHERE pronamespace = 'stockpool'::regnamespace),
-    26, 'no function is overloaded (26 names, 26 functions)');
+    29, 'no function is overloaded (29 names, 29 functions)');
 SELECT results_eq(
     $$SELECT p.proname::text COLLATE "default", pg_get_function_arguments(p.oid), pg_get_function_result(p.oid)
       FROM pg_catalog.pg_proc AS p

@@ -18,7 +18,8 @@ SELECT is(pg_catalog.pg_get_function_arguments('stockpool.sweep(integer)'::regpr
     'p_batch integer DEFAULT 500', 'p_batch defaults to 500');
 
 SELECT is(stockpool.set_stock(1, 700, 1, 10), 10, 'key 700 at 10');
-SELECT is(stockpool.set_stock(1, 701, 1, 10), 10, 'key 701 at 10');
+SELECT is(stockpool.set_stock(1, 701, 1, 10) + stockpool.replenish_pool(1, 701, 1), 20,
+    'key 701 at 10, all pooled (700 has no pool)');
 SELECT ok(stockpool.reserve_units(1, 700, 1, 1, '00000000-0000-0000-0000-000000000301'), '301 holds 1 of key 700');
 SELECT ok(stockpool.reserve_units(1, 700, 1, 2, '00000000-0000-0000-0000-000000000302'), '302 holds 2 of key 700');
 SELECT ok(stockpool.reserve_units(1, 701, 1, 3, '00000000-0000-0000-0000-000000000303'), '303 holds 3 of key 701');
@@ -69,12 +70,12 @@ SELECT results_eq(
 SELECT results_eq(
     $$SELECT item_id, on_hand, pooled, held, free FROM stockpool.stock_levels
       WHERE shop_id = 1 AND item_id IN (700, 701) ORDER BY item_id$$,
-    $$VALUES (700::bigint, 9, 9, 0, 0), (701, 10, 6, 4, 0)$$,
-    'expired units went back to their own pools');
+    $$VALUES (700::bigint, 9, 0, 0, 9), (701, 10, 6, 4, 0)$$,
+    'expired units went back: key 700''s to its ledger row (no pool), key 701''s to its own pool');
 SELECT results_eq(
     $$SELECT item_id, on_hand, allocated FROM stockpool.stock WHERE shop_id = 1 AND item_id IN (700, 701) ORDER BY item_id$$,
-    $$VALUES (700::bigint, 9, 9), (701, 10, 10)$$,
-    'the ledger is untouched by a sweep');
+    $$VALUES (700::bigint, 9, 0), (701, 10, 10)$$,
+    'on hand is untouched by a sweep; only key 700''s allocated fell (its units are free again)');
 SELECT is((SELECT count(*)::integer FROM stockpool.movements WHERE shop_id = 1 AND item_id IN (700, 701)),
     3, 'a sweep records no movement');
 SELECT is_empty('SELECT * FROM stockpool.check_invariants()', 'invariants hold after sweeping');

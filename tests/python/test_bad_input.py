@@ -106,6 +106,8 @@ def _cart(
 def build_world(conn: psycopg.Connection) -> None:
     for key, on_hand in ((K1, 10), (K2, 5), (KBIG, INT_MAX - 10)):
         conn.execute(call_sql("set_stock"), (*key, on_hand))
+    # K1 has a pool, K2 takes from its ledger row: bad input is tried on both paths.
+    conn.execute("SELECT stockpool.replenish_pool(%s, %s, %s)", K1)
     _cart(conn, SWEPT, [(2, 1, 1)], "1 millisecond")
     time.sleep(0.01)
     assert conn.execute("SELECT stockpool.sweep()").fetchone() == (1,)

@@ -182,8 +182,9 @@ def test_claim_of_a_just_expired_hold_and_a_near_sellout_cart(conn: psycopg.Conn
     would be a deadlock: it must not happen, and stock must stay consistent.
     """
     y = checkout()
-    for item in (1, 2):
+    for item in (1, 2):  # both pooled keys (the pool path is the one under test)
         conn.execute("SELECT stockpool.set_stock(%s, %s, %s, 2)", (SHOP, item, LOC))
+        conn.execute("SELECT stockpool.replenish_pool(%s, %s, %s)", (SHOP, item, LOC))
     assert scalar(conn, "SELECT stockpool.reserve_units(%s, 1, %s, 1, %s, '1 hour')", (SHOP, LOC, y))
     assert scalar(conn, "SELECT stockpool.reserve_units(%s, 2, %s, 1, %s, '1 second')", (SHOP, LOC, y))
     # Item 1: one unit free, none pooled (refill needed). Item 2: one unit in the pool.

@@ -916,6 +916,7 @@ def test_invariant_and_history_checks_catch_a_lost_unit_and_a_silent_claim(
     deleted behind the ledger's back, and a hold marked claimed without its
     movement, are both caught."""
     stock_keys(conn, SHOP, [HOT], 10)
+    conn.execute("SELECT stockpool.replenish_pool(%s, %s, %s)", (SHOP, HOT, LOC))
     checkout = uuid.uuid4()
     ops = [Op("reserve", checkout, ((HOT, LOC, 2),), OK, True)]
     conn.execute("SELECT stockpool.reserve_units(%s, %s, %s, 2, %s)", (SHOP, HOT, LOC, checkout))

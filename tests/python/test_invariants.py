@@ -25,6 +25,7 @@ HELD = "00000000-0000-0000-0000-00000000a001"
 def _busy(conn: psycopg.Connection) -> None:
     """A healthy database that has seen every kind of change."""
     conn.execute("SELECT stockpool.set_stock(%s, %s, %s, 20)", (SHOP, A, LOC))
+    conn.execute("SELECT stockpool.replenish_pool(%s, %s, %s)", (SHOP, A, LOC))  # A pooled, B not
     conn.execute("SELECT stockpool.set_stock(%s, %s, %s, 8)", (SHOP, B, LOC))
     conn.execute("SELECT stockpool.set_stock(%s, %s, %s, 10)", (SHOP, C, LOC))
     reserve = "SELECT stockpool.reserve_units(%s, %s, %s, %s, %s)"

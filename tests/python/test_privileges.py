@@ -176,6 +176,8 @@ def test_app_calls_every_public_function(conn: psycopg.Connection) -> None:
         assert q("SELECT stockpool.release(1, %s)", (b,)).fetchone() == (3,)
         q("SELECT pg_catalog.pg_sleep(0.01)")
         assert q("SELECT stockpool.sweep()").fetchone() == (1,)
+        # Key 2 has no pool (its buyers never met): take_units needs one.
+        assert q("SELECT stockpool.replenish_pool(1, 2, 1)").fetchone() == (5,)
         assert q("SELECT stockpool.take_units(1, 2, 1, 1)").fetchone() == (1,)
         found = q("SELECT invariant FROM stockpool.check_invariants()").fetchall()
     assert found == [("allocation",)]  # take_units leaves a taken unit unaccounted: documented
@@ -439,6 +441,7 @@ def test_planted_lookalikes_are_never_called(conn: psycopg.Connection) -> None:
         q("SELECT pg_catalog.pg_sleep(0.01)")
         assert q("SELECT stockpool.sweep()").fetchone() == (1,)
         with conn.transaction():  # a unit taken without a hold would upset the invariants
+            assert q("SELECT stockpool.replenish_pool(1, 2, 1)").fetchone()[0] > 0
             assert q("SELECT stockpool.take_units(1, 2, 1, 1)").fetchone() == (1,)
             raise psycopg.Rollback()
         assert q("SELECT stockpool.set_stock(1, 2, 1, 3)").fetchone() == (3,)  # takes a unit back
@@ -452,7 +455,8 @@ def test_planted_lookalikes_are_never_called(conn: psycopg.Connection) -> None:
     assert hits(conn) == (0, []), "a planted look-alike was called from inside the API"
     assert found == (0,)
     assert temp_rows == [(0,), (0,)]
-    assert seen == [(1, 8, 5, 0), (2, 3, 3, 0)]
+    # Key 1 is pooled (refilled to all that is free), key 2 never was (ledger row only).
+    assert seen == [(1, 8, 8, 0), (2, 3, 0, 0)]
     expiries = conn.execute("SELECT bool_and(expires_at > now() - interval '1 minute') FROM stockpool.holds")
     assert expiries.fetchone() == (True,)  # the real now(), not the planted one
 
