@@ -98,7 +98,8 @@ BEGIN
         -- LOCKED, not _expire_key's wait: this transaction holds the ledger
         -- row, and a hold locked by its owner or a sweeper is being dealt
         -- with already. Its units leave allocated as far as the new on_hand
-        -- needs; any surplus goes back to the pool.
+        -- needs; any surplus goes back to the pool (or, for a key without
+        -- one, stays free on the ledger row).
         IF v_target < v_stock.allocated THEN
             WITH due AS (
                 SELECT h.checkout_id
@@ -124,9 +125,14 @@ BEGIN
             SELECT coalesce(pg_catalog.sum(expired.quantity), 0)::integer INTO v_expired
             FROM expired;
             v_taken := LEAST(v_expired, v_stock.allocated - v_target);
-            v_stock.allocated := v_stock.allocated - v_taken;
-            PERFORM stockpool._add_units(p_shop_id, p_item_id, p_location_id,
-                                         v_expired - v_taken, v_stock.buckets);
+            IF v_stock.pool_target = 0 THEN
+                -- No pool: the surplus is free on this row, which we hold.
+                v_stock.allocated := v_stock.allocated - v_expired;
+            ELSE
+                v_stock.allocated := v_stock.allocated - v_taken;
+                PERFORM stockpool._add_units(p_shop_id, p_item_id, p_location_id,
+                                             v_expired - v_taken, v_stock.buckets);
+            END IF;
         END IF;
         IF v_target < v_stock.allocated THEN
             RAISE EXCEPTION 'on hand of (shop %, item %, location %) cannot go below % units held by live holds or in-flight reservations (asked %)',

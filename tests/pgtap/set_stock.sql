@@ -2,7 +2,7 @@
 -- the difference; pool units above the new bound are taken back; lowering
 -- below live holds is refused (SP002) without writing anything.
 BEGIN;
-SELECT plan(63);
+SELECT plan(67);
 
 -- Every row of every table, to show that a refused call wrote nothing.
 CREATE TEMPORARY VIEW snapshot AS
@@ -166,7 +166,7 @@ SELECT throws_ok($$SELECT stockpool.claim(1, '00000000-0000-0000-0000-0000000000
     'a3 can no longer claim: SP004');
 
 -- Only what the new bound needs leaves allocated; the rest of an overdue hold's units go back to the pool.
-SELECT is(stockpool.set_stock(1, 105, 1, 6), 6, 'key 105 at 6');
+SELECT is(stockpool.set_stock(1, 105, 1, 6) + stockpool.replenish_pool(1, 105, 1), 12, 'key 105 at 6, all pooled');
 SELECT ok(stockpool.reserve_units(1, 105, 1, 4, '00000000-0000-0000-0000-0000000000a5'),
     'a5 holds 4 of key 105, 2 stay pooled');
 UPDATE stockpool.holds SET expires_at = now() - interval '1 second'
@@ -178,6 +178,20 @@ SELECT results_eq(
     'the other 3 units of the overdue hold are pooled again');
 SELECT is((SELECT allocated FROM stockpool.stock WHERE (shop_id, item_id, location_id) = (1, 105, 1)),
     3, 'allocated counts exactly the pooled units');
+
+-- A key without a pool: the rest of the overdue hold's units stay free on the ledger row.
+SELECT is(stockpool.set_stock(1, 106, 1, 6), 6, 'key 106 at 6 (no pool)');
+SELECT ok(stockpool.reserve_units(1, 106, 1, 4, '00000000-0000-0000-0000-0000000000a6'),
+    'a6 holds 4 of key 106, from the ledger row');
+UPDATE stockpool.holds SET expires_at = now() - interval '1 second'
+WHERE shop_id = 1 AND checkout_id = '00000000-0000-0000-0000-0000000000a6';
+SELECT is(stockpool.set_stock(1, 106, 1, 3), 3, 'lower key 106 to 3: the overdue hold is expired on the way');
+SELECT results_eq(
+    $$SELECT l.on_hand, l.pooled, l.held, l.free, s.allocated FROM stockpool.stock_levels AS l
+      JOIN stockpool.stock AS s USING (shop_id, item_id, location_id)
+      WHERE (l.shop_id, l.item_id, l.location_id) = (1, 106, 1)$$,
+    $$VALUES (3, 0, 0, 3, 0)$$,
+    'all 3 left are free on the ledger row: no pool rows for a key without a pool');
 
 SELECT is_empty('SELECT * FROM stockpool.check_invariants()', 'invariants hold at the end');
 
