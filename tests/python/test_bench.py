@@ -37,13 +37,16 @@ def run(pg_server: Any) -> bench.BenchRun:
         soak_seconds=10,
         soak_clients=4,
         jobs=2,
+        catalogue_keys=300,
+        catalogue_clients=[4],
     )
     lines: list[str] = []
     cpu = cpumeter.ServerCPU.of_datadir(pg_server.cluster.datadir)
     assert cpu is not None, "the test server runs on this machine: its CPU can be read"
     result = bench.Bench(pg_server.dsn("postgres"), config, lines.append, cpu).execute()
-    # template, per client count 2 strategies + the cart + 5 checkouts, the shape, the soak
-    assert len(lines) == 1 + 2 * 8 + 1 + 1, lines
+    # template, per client count 2 strategies + the cart + 5 checkouts, the shape,
+    # 8 catalogue cells (2 strategies x uniform/zipf x first touches/warm), the soak
+    assert len(lines) == 1 + 2 * 8 + 1 + 8 + 1, lines
     return result
 
 
@@ -135,21 +138,90 @@ def test_checkout_cells_count_whole_checkouts(run: bench.BenchRun) -> None:
     assert len(names) == 2, "no client count of 32 or more: no comparison with counter+hold"
 
 
-def test_checkout_bar_arithmetic() -> None:
-    """The claim bar on hand-made cells: fixed figures, fixed verdicts."""
+@pytest.mark.slow
+def test_catalogue_cells_count_reservations_and_the_pool_they_left(run: bench.BenchRun) -> None:
+    """Each catalogue cell reserved what it committed, and the stockpool cells
+    report the pool rows left behind and the keys touched (within the catalogue)."""
+    for strategy in ("counter_hold", "stockpool"):
+        for dist in ("uniform", "zipf"):
+            for phase in ("cold", "warm"):
+                cell = run.cell("catalogue", bench.catalogue_name(strategy, dist, phase), 4)
+                assert cell is not None, (strategy, dist, phase)
+                assert cell.valid, cell.notes
+                assert cell.transactions > 0
+                assert cell.transactions - 4 <= cell.reserved <= cell.transactions + 4
+                if strategy == "stockpool":
+                    assert cell.invariant_violations == 0
+                    assert cell.keys_touched is not None and 0 < cell.keys_touched <= 300
+                    assert cell.pool_rows is not None and cell.pool_bytes is not None
+                else:
+                    assert cell.pool_rows is None
+    names = [c.name for c in benchreport.catalogue_bar(run)]
+    assert any("first touches" in n and "pool rows per key" in n for n in names), names
+
+
+def _hand_made_run(clients: list[int], **options: Any) -> bench.BenchRun:
+    """An empty run to fill with hand-made cells (nothing is measured)."""
     config = bench.BenchConfig(
-        clients=[8, 32],
+        clients=clients,
         seconds=1,
         strategies=["ceiling"],
         shapes=[],
         shape_clients=[],
         cart=False,
-        checkouts=True,
+        checkouts=options.pop("checkouts", False),
         soak_seconds=0,
         soak_clients=1,
         jobs=1,
+        **options,
     )
-    run = bench.BenchRun(config=config, machine={}, started="now")
+    return bench.BenchRun(config=config, machine={}, started="now")
+
+
+def test_catalogue_bar_arithmetic() -> None:
+    """The catalogue bar on hand-made cells: fixed figures, fixed verdicts."""
+    run = _hand_made_run([1, 32], catalogue_keys=1000, catalogue_clients=[1, 32])
+
+    def cell(strategy: str, dist: str, phase: str, clients: int, tps: float, rows: int = 0) -> bench.Cell:
+        return bench.Cell(
+            kind="catalogue",
+            name=bench.catalogue_name(strategy, dist, phase),
+            clients=clients,
+            seconds=1,
+            transactions=int(tps),
+            tps=tps,
+            reserved=int(tps),
+            pool_rows=rows if strategy == "stockpool" else None,
+            keys_touched=100 if strategy == "stockpool" else None,
+        )
+
+    for n in (1, 32):
+        for phase in ("cold", "warm"):
+            run.cells.append(cell("counter_hold", "uniform", phase, n, 1000.0))
+            run.cells.append(cell("counter_hold", "zipf", phase, n, 1000.0))
+    run.cells += [
+        cell("stockpool", "uniform", "cold", 1, 800.0, rows=300),
+        cell("stockpool", "uniform", "cold", 32, 690.0, rows=1600),
+        cell("stockpool", "uniform", "warm", 1, 700.0),
+        cell("stockpool", "uniform", "warm", 32, 900.0),
+        cell("stockpool", "zipf", "cold", 1, 100.0, rows=0),
+        cell("stockpool", "zipf", "cold", 32, 1000.0, rows=1700),
+        cell("stockpool", "zipf", "warm", 1, 100.0),
+        cell("stockpool", "zipf", "warm", 32, 999.0),
+    ]
+    checks = benchreport.catalogue_bar(run)
+    assert [(c.passed, c.detail) for c in checks] == [
+        (False, "1: 0.80x, 32: 0.69x"),
+        (True, "1: 0.70x, 32: 0.90x"),
+        (True, "32: 1.00x"),  # Zipf: only from 32 clients; 1 client is not part of the bar
+        (False, "32: 1.00x"),  # 999 / 1000 shows as 1.00x but is below
+        (False, "uniform 1: 3.00, uniform 32: 16.00, zipf 1: 0.00, zipf 32: 17.00"),
+    ]
+
+
+def test_checkout_bar_arithmetic() -> None:
+    """The claim bar on hand-made cells: fixed figures, fixed verdicts."""
+    run = _hand_made_run([8, 32], checkouts=True)
 
     def cell(name: str, clients: int, tps: float, claim_waits: dict[str, int] | None = None) -> bench.Cell:
         return bench.Cell(
@@ -215,6 +287,12 @@ def test_report_files(run: bench.BenchRun, tmp_path: Path) -> None:
         "counter_hold_claim",
         "counter_hold_release",
         "cart_claim",
+        *(
+            bench.catalogue_name(strategy, dist, phase)
+            for strategy in ("counter_hold", "stockpool")
+            for dist in ("uniform", "zipf")
+            for phase in ("cold", "warm")
+        ),
     }
     assert {"check", "passed", "detail"} <= set(data["bar"][0])
     assert any(b["check"].startswith("checkout: reserve+claim >= 0.9") for b in data["bar"])
@@ -224,6 +302,8 @@ def test_report_files(run: bench.BenchRun, tmp_path: Path) -> None:
     assert "| CPU µs per reservation | x ceiling |" in markdown
     assert "## Whole checkouts: reserve, then claim or release" in markdown
     assert "| clients | stockpool claim checkouts/s | x ceiling |" in markdown
+    assert "## A whole catalogue: one key drawn per reservation" in markdown
+    assert "### The bar for a catalogue" in markdown
     assert all(c["cpu_us"] and c["cpu_us"] > 0 for c in data["cells"] if c["kind"] != "soak")
     assert "![throughput and p99 against clients](bench.png)" in markdown
     assert (out / "published" / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
