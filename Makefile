@@ -20,10 +20,10 @@ PYTEST_ARGS ?=
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  \033[1m%-15s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-$(VENV)/.stamp: pyproject.toml
+$(VENV)/.stamp: pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/pip install -q --upgrade pip >/dev/null
-	@$(BIN)/pip install -q -e '.[dev]'
+	@$(BIN)/pip install -q -c constraints.txt -e '.[dev,bench]'
 	@touch $@
 
 .system.stamp: scripts/bootstrap-system

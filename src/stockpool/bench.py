@@ -939,6 +939,7 @@ def command(
         ]
     )
     try:
+        benchreport.require_chart_library()
         raise_fd_limit(most)
         with _server(dsn, most) as (admin_dsn, cpu):
             check_server(admin_dsn, most)

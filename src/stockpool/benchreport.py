@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from stockpool import checkouts
+from stockpool.errors import StockpoolError
 
 if TYPE_CHECKING:
     from stockpool.bench import BenchRun, Cell
@@ -639,6 +640,17 @@ CHART_COLORS = {
     "sharded": "tab:purple",
     "stockpool": "tab:red",
 }
+
+
+def require_chart_library() -> None:
+    """Fail before measuring anything when the chart could not be drawn at the end."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise StockpoolError(
+            "the bench draws its chart with matplotlib, which is not installed",
+            hint="pip install 'stockpool[bench]' (make bench installs it)",
+        )
 
 
 def chart(run: BenchRun, path: Path) -> None:

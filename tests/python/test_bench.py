@@ -17,6 +17,7 @@ import pytest
 import typer
 
 from stockpool import bench, benchreport, cpumeter
+from stockpool.errors import StockpoolError
 from stockpool.serverstats import wait_for_sessions_gone
 
 pytestmark = pytest.mark.timeout(300)
@@ -404,3 +405,18 @@ def test_cpu_meter_needs_a_local_server(tmp_path: Path) -> None:
 def test_chart_gives_every_strategy_its_own_colour() -> None:
     assert set(benchreport.CHART_COLORS) == set(bench.STRATEGIES)
     assert len(set(benchreport.CHART_COLORS.values())) == len(benchreport.CHART_COLORS)
+
+
+def test_bench_without_matplotlib_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a)
+    )
+    with pytest.raises(StockpoolError) as err:
+        benchreport.require_chart_library()
+    assert "matplotlib" in err.value.message
+    assert err.value.hint is not None and "stockpool[bench]" in err.value.hint
+    monkeypatch.undo()
+    benchreport.require_chart_library()  # installed here: no error
