@@ -47,10 +47,7 @@ BEGIN
 
     IF NOT FOUND THEN
         IF p_relative THEN
-            RAISE EXCEPTION 'unknown stock key (shop %, item %, location %)',
-                p_shop_id, p_item_id, p_location_id
-                USING ERRCODE = 'SP001',
-                      HINT = 'Create the key with stockpool.set_stock() first.';
+            PERFORM stockpool._unknown_key(p_shop_id, p_item_id, p_location_id);
         END IF;
         INSERT INTO stockpool.stock (shop_id, item_id, location_id, on_hand)
         VALUES (p_shop_id, p_item_id, p_location_id, p_value::integer);

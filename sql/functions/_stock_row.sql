@@ -18,10 +18,7 @@ BEGIN
         AND s.item_id = p_item_id
         AND s.location_id = p_location_id;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'unknown stock key (shop %, item %, location %)',
-            p_shop_id, p_item_id, p_location_id
-            USING ERRCODE = 'SP001',
-                  HINT = 'Create the key with stockpool.set_stock() first.';
+        PERFORM stockpool._unknown_key(p_shop_id, p_item_id, p_location_id);
     END IF;
     RETURN v_stock;
 END;

@@ -49,7 +49,8 @@ BEGIN
                 -- own commit, one after the other (a convoy that serialised
                 -- every buyer of a hot key whose pool ran dry).
                 IF stockpool._refill(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
-                                     p_quantities[v_i] - v_got, false, false) = 0 THEN
+                                     p_min_extra => p_quantities[v_i] - v_got,
+                                     p_wait => false, p_low_water_only => false) = 0 THEN
                     -- The wait: the key's lock, shared, transaction-scoped,
                     -- and dropped at once by rolling back the block that took
                     -- it. Never a session lock: a cancel or statement_timeout
@@ -90,7 +91,8 @@ BEGIN
                                              p_quantities[v_i]);
             IF v_got < p_quantities[v_i] THEN
                 PERFORM stockpool._refill(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
-                                          p_quantities[v_i] - v_got, true, false);
+                                          p_min_extra => p_quantities[v_i] - v_got,
+                                          p_wait => true, p_low_water_only => false);
                 v_got := v_got + stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                                  p_quantities[v_i] - v_got, p_buckets[v_i]);
             END IF;

@@ -34,8 +34,9 @@ BEGIN
     v_stock := stockpool._stock_row(p_shop_id, p_item_id, p_location_id);
     -- An explicit level: without p_cap, the key's pool_cap (a refill on its
     -- own sizes the pool by the key's demand instead).
-    RETURN stockpool._refill(p_shop_id, p_item_id, p_location_id, 0, true, false,
-                             coalesce(p_cap, v_stock.pool_cap));
+    RETURN stockpool._refill(p_shop_id, p_item_id, p_location_id,
+                             p_min_extra => 0, p_wait => true, p_low_water_only => false,
+                             p_cap => coalesce(p_cap, v_stock.pool_cap));
 END;
 $function$;
 

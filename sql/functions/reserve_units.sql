@@ -58,10 +58,7 @@ BEGIN
         AND s.item_id = p_item_id
         AND s.location_id = p_location_id;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'unknown stock key (shop %, item %, location %)',
-            p_shop_id, p_item_id, p_location_id
-            USING ERRCODE = 'SP001',
-                  HINT = 'Create the key with stockpool.set_stock() first.';
+        PERFORM stockpool._unknown_key(p_shop_id, p_item_id, p_location_id);
     END IF;
 
     PERFORM stockpool._lock_checkout(p_shop_id, p_checkout_id);
@@ -119,7 +116,8 @@ BEGIN
         -- the pool's size and still looks often before the pool runs dry.
         IF v_stock.on_hand > v_stock.allocated
             AND pg_catalog.random() * GREATEST(v_stock.pool_target, 16) / 2 < 16 THEN
-            PERFORM stockpool._refill(p_shop_id, p_item_id, p_location_id, 0, false, true);
+            PERFORM stockpool._refill(p_shop_id, p_item_id, p_location_id,
+                                      p_min_extra => 0, p_wait => false, p_low_water_only => true);
         END IF;
         RETURN true;
     END IF;

@@ -88,10 +88,7 @@ BEGIN
 
     IF NOT FOUND THEN
         IF p_relative THEN
-            RAISE EXCEPTION 'unknown stock key (shop %, item %, location %)',
-                p_shop_id, p_item_id, p_location_id
-                USING ERRCODE = 'SP001',
-                      HINT = 'Create the key with stockpool.set_stock() first.';
+            PERFORM stockpool._unknown_key(p_shop_id, p_item_id, p_location_id);
         END IF;
         INSERT INTO stockpool.stock (shop_id, item_id, location_id, on_hand)
         VALUES (p_shop_id, p_item_id, p_location_id, p_value::integer);
@@ -835,10 +832,7 @@ BEGIN
         AND s.item_id = p_item_id
         AND s.location_id = p_location_id;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'unknown stock key (shop %, item %, location %)',
-            p_shop_id, p_item_id, p_location_id
-            USING ERRCODE = 'SP001',
-                  HINT = 'Create the key with stockpool.set_stock() first.';
+        PERFORM stockpool._unknown_key(p_shop_id, p_item_id, p_location_id);
     END IF;
     RETURN v_stock;
 END;
@@ -1216,7 +1210,8 @@ BEGIN
                 -- own commit, one after the other (a convoy that serialised
                 -- every buyer of a hot key whose pool ran dry).
                 IF stockpool._refill(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
-                                     p_quantities[v_i] - v_got, false, false) = 0 THEN
+                                     p_min_extra => p_quantities[v_i] - v_got,
+                                     p_wait => false, p_low_water_only => false) = 0 THEN
                     -- The wait: the key's lock, shared, transaction-scoped,
                     -- and dropped at once by rolling back the block that took
                     -- it. Never a session lock: a cancel or statement_timeout
@@ -1257,7 +1252,8 @@ BEGIN
                                              p_quantities[v_i]);
             IF v_got < p_quantities[v_i] THEN
                 PERFORM stockpool._refill(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
-                                          p_quantities[v_i] - v_got, true, false);
+                                          p_min_extra => p_quantities[v_i] - v_got,
+                                          p_wait => true, p_low_water_only => false);
                 v_got := v_got + stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                                  p_quantities[v_i] - v_got, p_buckets[v_i]);
             END IF;
@@ -1317,6 +1313,29 @@ ALTER FUNCTION stockpool._take_waiting(p_shop_id bigint, p_item_id bigint, p_loc
 --
 
 COMMENT ON FUNCTION stockpool._take_waiting(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer) IS 'Internal: blocking, unit_id-ordered claim used only on the near-sellout path.';
+
+--
+-- Name: _unknown_key(bigint, bigint, bigint); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._unknown_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION 'unknown stock key (shop %, item %, location %)',
+        p_shop_id, p_item_id, p_location_id
+        USING ERRCODE = 'SP001',
+              HINT = 'Create the key with stockpool.set_stock() first.';
+END;
+$$;
+
+ALTER FUNCTION stockpool._unknown_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _unknown_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._unknown_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint) IS 'Internal: raise SP001 for an unknown stock key (the only place that does).';
 
 --
 -- Name: adjust_stock(bigint, bigint, bigint, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -1756,8 +1775,9 @@ BEGIN
     v_stock := stockpool._stock_row(p_shop_id, p_item_id, p_location_id);
     -- An explicit level: without p_cap, the key's pool_cap (a refill on its
     -- own sizes the pool by the key's demand instead).
-    RETURN stockpool._refill(p_shop_id, p_item_id, p_location_id, 0, true, false,
-                             coalesce(p_cap, v_stock.pool_cap));
+    RETURN stockpool._refill(p_shop_id, p_item_id, p_location_id,
+                             p_min_extra => 0, p_wait => true, p_low_water_only => false,
+                             p_cap => coalesce(p_cap, v_stock.pool_cap));
 END;
 $$;
 
@@ -1926,10 +1946,7 @@ BEGIN
         AND s.item_id = p_item_id
         AND s.location_id = p_location_id;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'unknown stock key (shop %, item %, location %)',
-            p_shop_id, p_item_id, p_location_id
-            USING ERRCODE = 'SP001',
-                  HINT = 'Create the key with stockpool.set_stock() first.';
+        PERFORM stockpool._unknown_key(p_shop_id, p_item_id, p_location_id);
     END IF;
 
     PERFORM stockpool._lock_checkout(p_shop_id, p_checkout_id);
@@ -1987,7 +2004,8 @@ BEGIN
         -- the pool's size and still looks often before the pool runs dry.
         IF v_stock.on_hand > v_stock.allocated
             AND pg_catalog.random() * GREATEST(v_stock.pool_target, 16) / 2 < 16 THEN
-            PERFORM stockpool._refill(p_shop_id, p_item_id, p_location_id, 0, false, true);
+            PERFORM stockpool._refill(p_shop_id, p_item_id, p_location_id,
+                                      p_min_extra => 0, p_wait => false, p_low_water_only => true);
         END IF;
         RETURN true;
     END IF;
@@ -2817,6 +2835,12 @@ REVOKE ALL ON FUNCTION stockpool._take_lines(p_shop_id bigint, p_item_ids bigint
 --
 
 REVOKE ALL ON FUNCTION stockpool._take_waiting(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _unknown_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._unknown_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint) FROM PUBLIC;
 
 --
 -- Name: FUNCTION adjust_stock(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_delta integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner

@@ -40,7 +40,7 @@ SELECT is((SELECT count(*)::integer FROM stockpool.pool_units WHERE item_id = 14
 -- A first refill (buyers met) makes a small pool, not pool_cap.
 SELECT is((SELECT pool_cap FROM stockpool.stock WHERE (shop_id, item_id, location_id) = (1, 1401, 1)), 1000,
     'the key''s pool_cap is the default 1000');
-SELECT is(stockpool._refill(1, 1401, 1, 1, true, false), 16, 'its first refill adds 16 units');
+SELECT is(stockpool._refill(1, 1401, 1, p_min_extra => 1, p_wait => true, p_low_water_only => false), 16, 'its first refill adds 16 units');
 SELECT results_eq(
     $$SELECT pool_target, allocated FROM stockpool.stock WHERE (shop_id, item_id, location_id) = (1, 1401, 1)$$,
     $$VALUES (16, 22)$$, 'pool_target 16; allocated 6 held + 16 pooled');
@@ -55,7 +55,7 @@ UPDATE stockpool.stock SET refilled_at = now() - interval '5 seconds'
 WHERE (shop_id, item_id, location_id) = (1, 1401, 1);
 DELETE FROM stockpool.pool_units WHERE (shop_id, item_id, location_id) = (1, 1401, 1) AND shop_id = 1;
 UPDATE stockpool.stock SET allocated = allocated - 15 WHERE (shop_id, item_id, location_id) = (1, 1401, 1);
-SELECT is(stockpool._refill(1, 1401, 1, 0, true, false), 32,
+SELECT is(stockpool._refill(1, 1401, 1, p_min_extra => 0, p_wait => true, p_low_water_only => false), 32,
     'a pool emptied in 5 s is refilled to twice its level at most (64 would be 20 s of that demand)');
 
 -- A pool quiet for 60 s goes back to the ledger row at the next sweep.
