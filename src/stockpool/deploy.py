@@ -177,7 +177,7 @@ def deploy(
         conn = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
     except psycopg.Error as exc:  # OperationalError, or ProgrammingError for a malformed DSN
         raise StockpoolError(
-            f"cannot connect to {_redact(dsn)}: {str(exc).strip().splitlines()[0]}",
+            f"cannot connect to {redact(dsn)}: {str(exc).strip().splitlines()[0]}",
             hint="check the DSN, that the server is up, and pg_hba.conf",
         ) from exc
     with conn:
@@ -271,7 +271,7 @@ def _sql_error(where: str, exc: psycopg.Error) -> StockpoolError:
     return StockpoolError(f"{where} failed, nothing of it was applied: [{state}] {first}", hint=hint)
 
 
-def _redact(dsn: str) -> str:
+def redact(dsn: str) -> str:
     """Hide passwords: in the URL's user info, and as a key=value or ?password= parameter."""
     dsn = re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", dsn)
     return re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)", r"\1***", dsn)

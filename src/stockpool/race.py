@@ -22,7 +22,6 @@ FAIL, which proves they can.
 from __future__ import annotations
 
 import contextlib
-import re
 import shutil
 import tempfile
 import threading
@@ -35,7 +34,6 @@ from typing import Annotated, Any
 
 import psycopg
 import typer
-from plumbum import local
 from psycopg.rows import TupleRow
 from psycopg.types.json import Jsonb
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -49,13 +47,11 @@ from stockpool.verify import Check, KeyRange
 __all__ = [
     "Check",
     "Harness",
-    "PgbenchRun",
     "RunReport",
     "SelloutResult",
     "command",
     "hot",
     "pgbench_script",
-    "run_pgbench",
     "sellout",
     "soak",
 ]
@@ -82,61 +78,6 @@ def pgbench_script(name: str) -> Path:
     if not path.exists():
         raise StockpoolError(f"pgbench script {path} not found")
     return path
-
-
-# --- the plain pgbench runner (kept for callers outside the race) -------------
-
-
-@dataclass
-class PgbenchRun:
-    transactions: int
-    failed: int
-    tps: float
-    output: str
-
-
-def run_pgbench(
-    dsn: str,
-    script: Path,
-    clients: int,
-    *,
-    transactions: int | None = None,
-    seconds: int | None = None,
-    defines: dict[str, object] | None = None,
-    extra: tuple[str, ...] = (),
-) -> PgbenchRun:
-    """Run pgbench once and parse its summary (no logs, no progress)."""
-    args = [
-        "-n",
-        "-c",
-        str(clients),
-        "-j",
-        str(min(clients, 4)),
-        "-f",
-        str(script),
-        "--max-tries=1",
-        "--failures-detailed",
-    ]
-    if transactions is not None:
-        args += ["-t", str(transactions)]
-    if seconds is not None:
-        args += ["-T", str(seconds)]
-    for key, value in (defines or {}).items():
-        args += ["-D", f"{key}={value}"]
-    args += [*extra, dsn]
-    code, out, err = local["pgbench"].run(args, retcode=None)
-    text = out + err
-    if code not in (0, 2):  # 2: some transactions failed; reported, not fatal here
-        raise StockpoolError(f"pgbench failed (exit {code}): {text.strip().splitlines()[-1:]}")
-    processed = re.search(r"number of transactions actually processed: (\d+)", text)
-    failed = re.search(r"number of failed transactions: (\d+)", text)
-    tps = re.search(r"tps = ([\d.]+)", text)
-    return PgbenchRun(
-        transactions=int(processed.group(1)) if processed else 0,
-        failed=int(failed.group(1)) if failed else 0,
-        tps=float(tps.group(1)) if tps else 0.0,
-        output=text,
-    )
 
 
 # --- the harness ---------------------------------------------------------------
@@ -1161,7 +1102,7 @@ def target(dsn: str | None, clients: int) -> Iterator[tuple[str, serverstats.Ser
     or a throwaway cluster sized for the client count. Yields (dsn, server log
     or None, a description for the report)."""
     from stockpool import cluster as clusters
-    from stockpool.deploy import _redact, deploy
+    from stockpool.deploy import deploy, redact
 
     if shutil.which("pgbench") is None:
         raise StockpoolError(
@@ -1171,7 +1112,7 @@ def target(dsn: str | None, clients: int) -> Iterator[tuple[str, serverstats.Ser
     if dsn:
         check_connection_budget(dsn, clients)
         deploy(dsn)
-        yield dsn, None, _redact(dsn)
+        yield dsn, None, redact(dsn)
         return
     settings = clusters.settings_for_clients(clients + HELPER_SESSIONS)
     settings["log_line_prefix"] = serverstats.LOG_LINE_PREFIX
