@@ -43,9 +43,10 @@ bench: bootstrap ## Side-by-side strategy benchmark (BENCH_ARGS=...)
 	$(STOCKPOOL) bench $(DSN_FLAG) $(BENCH_ARGS)
 
 lint: $(VENV)/.stamp ## ruff, mypy and sqlfluff
-	$(BIN)/ruff check src tests/python
-	$(BIN)/ruff format --check src tests/python
+	$(BIN)/ruff check src tests/python scripts/cpu-decomposition
+	$(BIN)/ruff format --check src tests/python scripts/cpu-decomposition
 	$(BIN)/mypy
+	$(BIN)/mypy --strict --scripts-are-modules scripts/cpu-decomposition
 	$(BIN)/sqlfluff lint sql/migrations sql/views sql/functions
 
 test-pgtap: bootstrap ## pgTAP suites (pg_prove) on a throwaway cluster

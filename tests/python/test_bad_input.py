@@ -118,7 +118,7 @@ def build_world(conn: psycopg.Connection) -> None:
     assert conn.execute("SELECT stockpool.release(%s, %s)", (SHOP, RELEASED)).fetchone() == (1,)
     _cart(conn, EXPIRED, [(1, 1, 1)], "1 millisecond")
     time.sleep(0.01)
-    statuses = dict(
+    statuses: dict[Any, str] = dict(
         conn.execute("SELECT checkout_id, string_agg(DISTINCT status, ',') FROM stockpool.holds GROUP BY 1")
     )
     assert statuses == {

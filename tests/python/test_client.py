@@ -35,7 +35,7 @@ def _client(dsn: str) -> Client:
 
 def test_lost_commit_reply_then_retry_holds_once(conn: psycopg.Connection, dsn: str) -> None:
     conn.execute("SELECT stockpool.set_stock(%s, %s, %s, 10)", (SHOP, ITEM, LOC))
-    port = psycopg.conninfo.conninfo_to_dict(dsn)["port"]
+    port = str(psycopg.conninfo.conninfo_to_dict(dsn)["port"])
     checkout = uuid.uuid4()
     with fault_proxy(int(port)) as proxy, _client(_proxied(dsn, proxy.port)) as client:
         client.set_stock(SHOP, ITEM, LOC, 10)  # the connection is up before the fault
@@ -53,7 +53,7 @@ def test_negative_control_new_checkout_per_retry_holds_twice(conn: psycopg.Conne
     """The same fault against a caller that mints a new checkout id per attempt:
     it double-holds, which is what the test above must be able to catch."""
     conn.execute("SELECT stockpool.set_stock(%s, %s, %s, 10)", (SHOP, ITEM, LOC))
-    port = psycopg.conninfo.conninfo_to_dict(dsn)["port"]
+    port = str(psycopg.conninfo.conninfo_to_dict(dsn)["port"])
     with fault_proxy(int(port)) as proxy:
         proxied = _proxied(dsn, proxy.port)
         with psycopg.connect(proxied, autocommit=True) as first:
@@ -73,7 +73,7 @@ def test_lost_claim_reply_retry_returns_same_and_deducts_once(conn: psycopg.Conn
     conn.execute("SELECT stockpool.set_stock(%s, %s, %s, 10)", (SHOP, ITEM, LOC))
     checkout = uuid.uuid4()
     conn.execute("SELECT stockpool.reserve_units(%s, %s, %s, 4, %s)", (SHOP, ITEM, LOC, checkout))
-    port = psycopg.conninfo.conninfo_to_dict(dsn)["port"]
+    port = str(psycopg.conninfo.conninfo_to_dict(dsn)["port"])
     with fault_proxy(int(port)) as proxy, _client(_proxied(dsn, proxy.port)) as client:
         client.sweep()
         proxy.arm(b"claim")
@@ -85,7 +85,7 @@ def test_lost_claim_reply_retry_returns_same_and_deducts_once(conn: psycopg.Conn
 
 def test_adjust_stock_is_not_retried_after_lost_reply(conn: psycopg.Connection, dsn: str) -> None:
     conn.execute("SELECT stockpool.set_stock(%s, %s, %s, 10)", (SHOP, ITEM, LOC))
-    port = psycopg.conninfo.conninfo_to_dict(dsn)["port"]
+    port = str(psycopg.conninfo.conninfo_to_dict(dsn)["port"])
     with fault_proxy(int(port)) as proxy, _client(_proxied(dsn, proxy.port)) as client:
         client.sweep()
         proxy.arm(b"adjust_stock")

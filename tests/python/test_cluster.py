@@ -16,6 +16,7 @@ import psycopg
 import pytest
 
 from stockpool import cluster as clusters
+from stockpool.errors import StockpoolError
 
 
 @pytest.fixture
@@ -88,7 +89,7 @@ def test_cli_cleans_up_on_signal(scratch: Path, signum: int, moment: str) -> Non
 def test_missing_binaries_is_one_clear_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(clusters, "Path", _NoDebianPath)
-    with pytest.raises(clusters.StockpoolError) as err:
+    with pytest.raises(StockpoolError) as err:
         clusters.find_bindir()
     assert "initdb" in err.value.message and err.value.hint
 

@@ -713,6 +713,7 @@ def test_timeout_inside_call_is_clean(
     conn.execute("SELECT stockpool.replenish_pool(%s, %s, %s)", (FAULT_SHOP, HOT, LOC))
     checkout = uuid.uuid4()
     lines = [(SLOW, LOC, 8), (HOT, LOC, 2)]  # any order: the function sorts
+    params: tuple[Any, ...]
     if phase == "claim":
         assert cart(conn, FAULT_SHOP, checkout, lines)
         conn.execute(GATE_TRIGGER.format(table=GATE_TABLE[phase]))

@@ -188,7 +188,7 @@ def test_expired_unswept_hold_does_not_block_a_new_reserve(conn: psycopg.Connect
     new = checkout()
     assert scalar(conn, RESERVE, (SHOP, item, LOC, 2, new)) is True
     assert levels(conn, SHOP, item, LOC) == (2, 0, 2, 0)
-    statuses = dict(
+    statuses: dict[Any, str] = dict(
         conn.execute("SELECT checkout_id, status FROM stockpool.holds WHERE item_id = %s", (item,)).fetchall()
     )
     assert statuses[old] == "expired"
