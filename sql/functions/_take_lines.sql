@@ -34,12 +34,27 @@ DECLARE
     v_i integer;
     v_got integer;
     v_lines integer := pg_catalog.array_length(p_item_ids, 1);
+    v_tried boolean;
 BEGIN
     BEGIN
         FOR v_i IN 1..v_lines LOOP
-            -- A free ledger row first, like a counter (see _take_ledger).
-            CONTINUE WHEN stockpool._take_ledger(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
-                                                 p_quantities[v_i]);
+            -- A free ledger row first, like a counter (see _take_ledger), for a
+            -- key that has no pool and enough free units as read. A try that
+            -- took nothing may have left the row locked: then this line must
+            -- not wait for the key's refill lock below (its holder waits for
+            -- this row); it goes to the waiting path instead, after this
+            -- block is rolled back.
+            v_tried := EXISTS (
+                SELECT
+                FROM stockpool.stock AS s
+                WHERE s.shop_id = p_shop_id
+                    AND s.item_id = p_item_ids[v_i]
+                    AND s.location_id = p_location_ids[v_i]
+                    AND s.pool_target = 0
+                    AND s.on_hand - s.allocated >= p_quantities[v_i]
+            );
+            CONTINUE WHEN v_tried AND stockpool._take_ledger(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
+                                                             p_quantities[v_i]);
             v_got := stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                      p_quantities[v_i], p_buckets[v_i]);
             IF v_got < p_quantities[v_i] THEN
@@ -51,6 +66,9 @@ BEGIN
                 IF stockpool._refill(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                      p_min_extra => p_quantities[v_i] - v_got,
                                      p_wait => false, p_low_water_only => false) = 0 THEN
+                    IF v_tried THEN
+                        RAISE EXCEPTION USING ERRCODE = 'SPX01';
+                    END IF;
                     -- The wait: the key's lock, shared, transaction-scoped,
                     -- and dropped at once by rolling back the block that took
                     -- it. Never a session lock: a cancel or statement_timeout

@@ -101,10 +101,18 @@ BEGIN
     -- key nobody contends keeps no pool. A busy one means buyers meet on
     -- this key: they take from its pool instead (SKIP LOCKED, no wait), and
     -- once it has one, they go there first (see _take_ledger).
-    IF v_stock.pool_target = 0
-        AND v_stock.on_hand - v_stock.allocated >= p_quantity
-        AND stockpool._take_ledger(p_shop_id, p_item_id, p_location_id, p_quantity) THEN
-        RETURN true;
+    -- The try runs in a subtransaction: a try that took nothing may still
+    -- have locked the row (see _take_ledger), and this call may wait below.
+    IF v_stock.pool_target = 0 AND v_stock.on_hand - v_stock.allocated >= p_quantity THEN
+        BEGIN
+            IF stockpool._take_ledger(p_shop_id, p_item_id, p_location_id, p_quantity) THEN
+                RETURN true;
+            END IF;
+            RAISE EXCEPTION USING ERRCODE = 'SPX03';
+        EXCEPTION
+            WHEN SQLSTATE 'SPX03' THEN
+                NULL;
+        END;
     END IF;
 
     IF p_quantity = 1

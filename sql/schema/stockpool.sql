@@ -1143,36 +1143,22 @@ CREATE FUNCTION stockpool._take_ledger(p_shop_id bigint, p_item_id bigint, p_loc
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    BEGIN
-        UPDATE stockpool.stock AS s
-        SET allocated = s.allocated + p_quantity
-        WHERE s.ctid = (
-                SELECT l.ctid
-                FROM stockpool.stock AS l
-                WHERE l.shop_id = p_shop_id
-                    AND l.item_id = p_item_id
-                    AND l.location_id = p_location_id
-                    AND l.on_hand - l.allocated >= p_quantity
-                    AND l.pool_target = 0
-                FOR NO KEY UPDATE SKIP LOCKED
-            )
-            AND s.shop_id = p_shop_id
-            AND s.item_id = p_item_id
-            AND s.location_id = p_location_id;
-        IF FOUND THEN
-            RETURN true;
-        END IF;
-        -- Not taken. The row may still be locked by us: when it changed
-        -- since our snapshot, the lock is taken on its newest version before
-        -- the conditions are checked again, and a row that fails them stays
-        -- locked. The caller goes on to the pool and may wait there, and a
-        -- refiller holding the key's refill lock waits for this row: a
-        -- cycle. Rolling back the block drops that lock.
-        RAISE EXCEPTION USING ERRCODE = 'SPX03';
-    EXCEPTION
-        WHEN SQLSTATE 'SPX03' THEN
-            RETURN false;
-    END;
+    UPDATE stockpool.stock AS s
+    SET allocated = s.allocated + p_quantity
+    WHERE s.ctid = (
+            SELECT l.ctid
+            FROM stockpool.stock AS l
+            WHERE l.shop_id = p_shop_id
+                AND l.item_id = p_item_id
+                AND l.location_id = p_location_id
+                AND l.on_hand - l.allocated >= p_quantity
+                AND l.pool_target = 0
+            FOR NO KEY UPDATE SKIP LOCKED
+        )
+        AND s.shop_id = p_shop_id
+        AND s.item_id = p_item_id
+        AND s.location_id = p_location_id;
+    RETURN FOUND;
 END;
 $$;
 
@@ -1182,7 +1168,7 @@ ALTER FUNCTION stockpool._take_ledger(p_shop_id bigint, p_item_id bigint, p_loca
 -- Name: FUNCTION _take_ledger(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON FUNCTION stockpool._take_ledger(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer) IS 'Internal: take units straight from a free ledger row (SKIP LOCKED, never waits), like a counter.';
+COMMENT ON FUNCTION stockpool._take_ledger(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer) IS 'Internal: take units straight from a free ledger row (SKIP LOCKED, never waits), like a counter; false may leave the row locked (see the file header).';
 
 --
 -- Name: _take_lines(bigint, bigint[], bigint[], integer[], integer[]); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -1195,12 +1181,27 @@ DECLARE
     v_i integer;
     v_got integer;
     v_lines integer := pg_catalog.array_length(p_item_ids, 1);
+    v_tried boolean;
 BEGIN
     BEGIN
         FOR v_i IN 1..v_lines LOOP
-            -- A free ledger row first, like a counter (see _take_ledger).
-            CONTINUE WHEN stockpool._take_ledger(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
-                                                 p_quantities[v_i]);
+            -- A free ledger row first, like a counter (see _take_ledger), for a
+            -- key that has no pool and enough free units as read. A try that
+            -- took nothing may have left the row locked: then this line must
+            -- not wait for the key's refill lock below (its holder waits for
+            -- this row); it goes to the waiting path instead, after this
+            -- block is rolled back.
+            v_tried := EXISTS (
+                SELECT
+                FROM stockpool.stock AS s
+                WHERE s.shop_id = p_shop_id
+                    AND s.item_id = p_item_ids[v_i]
+                    AND s.location_id = p_location_ids[v_i]
+                    AND s.pool_target = 0
+                    AND s.on_hand - s.allocated >= p_quantities[v_i]
+            );
+            CONTINUE WHEN v_tried AND stockpool._take_ledger(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
+                                                             p_quantities[v_i]);
             v_got := stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                      p_quantities[v_i], p_buckets[v_i]);
             IF v_got < p_quantities[v_i] THEN
@@ -1212,6 +1213,9 @@ BEGIN
                 IF stockpool._refill(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                      p_min_extra => p_quantities[v_i] - v_got,
                                      p_wait => false, p_low_water_only => false) = 0 THEN
+                    IF v_tried THEN
+                        RAISE EXCEPTION USING ERRCODE = 'SPX01';
+                    END IF;
                     -- The wait: the key's lock, shared, transaction-scoped,
                     -- and dropped at once by rolling back the block that took
                     -- it. Never a session lock: a cancel or statement_timeout
@@ -1989,10 +1993,18 @@ BEGIN
     -- key nobody contends keeps no pool. A busy one means buyers meet on
     -- this key: they take from its pool instead (SKIP LOCKED, no wait), and
     -- once it has one, they go there first (see _take_ledger).
-    IF v_stock.pool_target = 0
-        AND v_stock.on_hand - v_stock.allocated >= p_quantity
-        AND stockpool._take_ledger(p_shop_id, p_item_id, p_location_id, p_quantity) THEN
-        RETURN true;
+    -- The try runs in a subtransaction: a try that took nothing may still
+    -- have locked the row (see _take_ledger), and this call may wait below.
+    IF v_stock.pool_target = 0 AND v_stock.on_hand - v_stock.allocated >= p_quantity THEN
+        BEGIN
+            IF stockpool._take_ledger(p_shop_id, p_item_id, p_location_id, p_quantity) THEN
+                RETURN true;
+            END IF;
+            RAISE EXCEPTION USING ERRCODE = 'SPX03';
+        EXCEPTION
+            WHEN SQLSTATE 'SPX03' THEN
+                NULL;
+        END;
     END IF;
 
     IF p_quantity = 1
