@@ -47,7 +47,7 @@ lint: $(VENV)/.stamp ## ruff, mypy and sqlfluff
 	$(BIN)/ruff format --check src tests/python scripts/cpu-decomposition
 	$(BIN)/mypy
 	$(BIN)/mypy --strict --scripts-are-modules scripts/cpu-decomposition
-	$(BIN)/sqlfluff lint sql/migrations sql/views sql/functions
+	$(BIN)/sqlfluff lint sql/migrations sql/views sql/functions sql/retired.sql
 
 test-pgtap: bootstrap ## pgTAP suites (pg_prove) on a throwaway cluster
 	$(STOCKPOOL) exec -- bash -c 'psql -qX -v ON_ERROR_STOP=1 -c "CREATE EXTENSION IF NOT EXISTS pgtap" && pg_prove --ext .sql -r tests/pgtap'
@@ -61,7 +61,7 @@ test-python: bootstrap ## pytest: multi-connection, deploy, race
 test: lint test-pgtap test-isolation test-python ## Everything CI runs
 
 schema: bootstrap ## Rewrite sql/schema/stockpool.sql from a fresh install
-	$(STOCKPOOL) exec -- bash -c '$(BIN)/python -m stockpool.schema > sql/schema/stockpool.sql'
+	$(STOCKPOOL) exec -- bash -c '$(BIN)/python -m stockpool.install.schema > sql/schema/stockpool.sql'
 
 clean: ## Remove the venv, caches and results
 	rm -rf $(VENV) .system.stamp .pytest_cache .mypy_cache .ruff_cache .hypothesis results/*.json

@@ -19,10 +19,8 @@
 -- p_min_extra beyond what is pooled.
 -- p_wait false: try the key's refill lock and give up at once if another
 -- transaction is refilling (no buyer queues on a refill it does not need).
--- p_low_water_only: do nothing while more than the refill mark are pooled:
--- low_water for a key at its pool_cap, three quarters of the level for a
--- demand-sized pool, and never more than three quarters of the level (a
--- small pool is topped up when it has given out a quarter).
+-- p_low_water_only: do nothing while more than the refill mark are pooled
+-- (stockpool._refill_mark, the one low-water rule).
 -- That check must stay cheap on a pool of 100,000 units: up to 4,096 units
 -- it counts them (at most mark + 1), above that it counts one random bucket
 -- (at most mark / buckets + 1) and scales up, which is close enough because
@@ -83,11 +81,7 @@ BEGIN
     -- Count what is pooled before touching the ledger row, never more
     -- entries than the decision needs.
     v_level := GREATEST(c_pool_min, v_stock.pool_target);
-    -- For a key at its pool_cap the mark is its low_water; a demand-sized
-    -- pool is topped up by a quarter of its level at a time.
-    v_mark := LEAST(v_level * 3 / 4,
-                    GREATEST(v_stock.low_water,
-                             v_level - GREATEST(v_stock.pool_cap - v_stock.low_water, v_level / 4)));
+    v_mark := stockpool._refill_mark(v_level, v_stock.low_water, v_stock.pool_cap);
     IF NOT p_low_water_only THEN
         SELECT pg_catalog.count(*)::integer INTO v_pooled
         FROM (

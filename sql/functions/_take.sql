@@ -25,6 +25,9 @@
 -- forced generic plans.
 -- Several units are planned per call for their values (EXECUTE), so the plan
 -- is pruned to the key's leaf and sized for p_quantity.
+-- With stockpool.take_on_parent set to on in the session that runs this
+-- file, the parent-table claim is generated whatever the partitions: how
+-- tests/python/test_take.py keeps that branch from rotting.
 DO $generate$
 DECLARE
     -- PostgreSQL's HASH_PARTITION_SEED, and the constant hash_combine64()
@@ -81,6 +84,10 @@ BEGIN
                 VALUES (9223372036854775807), (-9223372036854775808)
             ) AS s
         $check$, v_modulus, v_routing) INTO v_direct;
+    END IF;
+
+    IF pg_catalog.current_setting('stockpool.take_on_parent', true) = 'on' THEN
+        v_direct := false;
     END IF;
 
     -- One unit from one table (%1$I), starting at bucket v_start; %2$s adds

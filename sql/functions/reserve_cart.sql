@@ -121,7 +121,7 @@ BEGIN
 
     FOR v_i IN 1..v_lines LOOP
         PERFORM stockpool._record_hold(p_shop_id, p_checkout_id, v_item_ids[v_i],
-                                       v_location_ids[v_i], v_quantities[v_i], p_ttl);
+                                       v_location_ids[v_i], v_quantities[v_i], p_ttl, p_reopen => true);
     END LOOP;
     RETURN true;
 END;

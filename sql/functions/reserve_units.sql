@@ -31,6 +31,8 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $function$
 DECLARE
+    -- Low-water looks per mark's worth of reservations (see below).
+    c_looks constant integer := 24;
     v_stock stockpool.stock;
 BEGIN
     IF p_shop_id IS NULL OR p_item_id IS NULL OR p_location_id IS NULL
@@ -73,17 +75,9 @@ BEGIN
 
     -- The hold row goes in first, and inserting it is the idempotency check:
     -- a row already there (a retry, or a hold to re-open) takes the careful
-    -- path below; a new one costs no separate look-up. created_at is the
-    -- clock under the checkout lock, not the transaction's start: claim
-    -- compares it with its own clock to tell a later line from a retry.
-    INSERT INTO stockpool.holds AS h
-        (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at, created_at)
-    VALUES
-        (p_shop_id, p_checkout_id, p_item_id, p_location_id, p_quantity, 'held',
-         pg_catalog.now() + p_ttl, pg_catalog.clock_timestamp())
-    ON CONFLICT ON CONSTRAINT holds_pkey DO NOTHING;
-
-    IF NOT FOUND THEN
+    -- path below; a new one costs no separate look-up.
+    IF NOT stockpool._record_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
+                                  p_quantity, p_ttl, p_reopen => false) THEN
         IF stockpool._existing_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
                                     p_quantity, p_ttl) THEN
             RETURN true;
@@ -93,7 +87,7 @@ BEGIN
             RETURN false;
         END IF;
         PERFORM stockpool._record_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
-                                       p_quantity, p_ttl);
+                                       p_quantity, p_ttl, p_reopen => true);
         RETURN true;
     END IF;
 
@@ -118,12 +112,14 @@ BEGIN
     IF p_quantity = 1
         AND stockpool._take(p_shop_id, p_item_id, p_location_id, 1, v_stock.buckets) = 1 THEN
         -- Low-water refill, only when this key has free stock to move; a
-        -- try-lock, so no buyer ever queues here. Sampled: a check counts up
-        -- to the refill mark, so it runs about 16 times per mark's worth of
-        -- reservations, which keeps its cost per reservation flat whatever
-        -- the pool's size and still looks often before the pool runs dry.
+        -- try-lock, so no buyer ever queues here. Sampled: a look counts up
+        -- to the refill mark (stockpool._refill_mark), so one reservation in
+        -- mark / c_looks looks: the counting costs about c_looks index
+        -- entries per reservation whatever the pool's size, and a pool that
+        -- drains from its mark is still looked at about c_looks times.
         IF v_stock.on_hand > v_stock.allocated
-            AND pg_catalog.random() * GREATEST(v_stock.pool_target, 16) / 2 < 16 THEN
+            AND pg_catalog.random() * stockpool._refill_mark(v_stock.pool_target, v_stock.low_water,
+                                                              v_stock.pool_cap) < c_looks THEN
             PERFORM stockpool._refill(p_shop_id, p_item_id, p_location_id,
                                       p_min_extra => 0, p_wait => false, p_low_water_only => true);
         END IF;

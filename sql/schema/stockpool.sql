@@ -461,35 +461,46 @@ ALTER FUNCTION stockpool._null_args(p_names text[], p_is_null boolean[]) OWNER T
 COMMENT ON FUNCTION stockpool._null_args(p_names text[], p_is_null boolean[]) IS 'Internal: comma-separated names of NULL arguments, for error messages.';
 
 --
--- Name: _record_hold(bigint, uuid, bigint, bigint, integer, interval); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+-- Name: _record_hold(bigint, uuid, bigint, bigint, integer, interval, boolean); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
-CREATE FUNCTION stockpool._record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval) RETURNS void
+CREATE FUNCTION stockpool._record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval, p_reopen boolean) RETURNS boolean
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    -- created_at: the clock under the checkout lock (see claim).
     INSERT INTO stockpool.holds AS h
         (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at, created_at)
     VALUES
         (p_shop_id, p_checkout_id, p_item_id, p_location_id, p_quantity, 'held',
          pg_catalog.now() + p_ttl, pg_catalog.clock_timestamp())
-    ON CONFLICT ON CONSTRAINT holds_pkey DO UPDATE
-    SET quantity = excluded.quantity,
+    ON CONFLICT ON CONSTRAINT holds_pkey DO NOTHING;
+    IF FOUND THEN
+        RETURN true;
+    ELSIF NOT p_reopen THEN
+        RETURN false;
+    END IF;
+
+    UPDATE stockpool.holds AS h
+    SET quantity = p_quantity,
         status = 'held',
-        expires_at = excluded.expires_at,
-        created_at = excluded.created_at,
-        updated_at = pg_catalog.now();
+        expires_at = pg_catalog.now() + p_ttl,
+        created_at = pg_catalog.clock_timestamp(),
+        updated_at = pg_catalog.now()
+    WHERE h.shop_id = p_shop_id
+        AND h.checkout_id = p_checkout_id
+        AND h.item_id = p_item_id
+        AND h.location_id = p_location_id;
+    RETURN true;
 END;
 $$;
 
-ALTER FUNCTION stockpool._record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval) OWNER TO stockpool_owner;
+ALTER FUNCTION stockpool._record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval, p_reopen boolean) OWNER TO stockpool_owner;
 
 --
--- Name: FUNCTION _record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+-- Name: FUNCTION _record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval, p_reopen boolean); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON FUNCTION stockpool._record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval) IS 'Internal: insert or re-open a checkout''s hold row on one key.';
+COMMENT ON FUNCTION stockpool._record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval, p_reopen boolean) IS 'Internal: write a checkout''s hold row on one key (the only insert of one); with p_reopen re-open an existing one, without it return false when one exists.';
 
 --
 -- Name: _refill(bigint, bigint, bigint, integer, boolean, boolean, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -536,11 +547,7 @@ BEGIN
     -- Count what is pooled before touching the ledger row, never more
     -- entries than the decision needs.
     v_level := GREATEST(c_pool_min, v_stock.pool_target);
-    -- For a key at its pool_cap the mark is its low_water; a demand-sized
-    -- pool is topped up by a quarter of its level at a time.
-    v_mark := LEAST(v_level * 3 / 4,
-                    GREATEST(v_stock.low_water,
-                             v_level - GREATEST(v_stock.pool_cap - v_stock.low_water, v_level / 4)));
+    v_mark := stockpool._refill_mark(v_level, v_stock.low_water, v_stock.pool_cap);
     IF NOT p_low_water_only THEN
         SELECT pg_catalog.count(*)::integer INTO v_pooled
         FROM (
@@ -647,6 +654,25 @@ ALTER FUNCTION stockpool._refill(p_shop_id bigint, p_item_id bigint, p_location_
 --
 
 COMMENT ON FUNCTION stockpool._refill(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_min_extra integer, p_wait boolean, p_low_water_only boolean, p_cap integer) IS 'Internal: top a key''s pool up from free stock, sized by its demand, under its advisory refill lock.';
+
+--
+-- Name: _refill_mark(integer, integer, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._refill_mark(p_level integer, p_low_water integer, p_pool_cap integer) RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT LEAST(p_level * 3 / 4,
+                 GREATEST(p_low_water, p_level - GREATEST(p_pool_cap - p_low_water, p_level / 4)));
+$$;
+
+ALTER FUNCTION stockpool._refill_mark(p_level integer, p_low_water integer, p_pool_cap integer) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _refill_mark(p_level integer, p_low_water integer, p_pool_cap integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._refill_mark(p_level integer, p_low_water integer, p_pool_cap integer) IS 'Internal: the low-water mark of a pool of level p_level: topped up once no more units than this are left.';
 
 --
 -- Name: _return_units(bigint, bigint, bigint, integer, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -1900,7 +1926,7 @@ BEGIN
 
     FOR v_i IN 1..v_lines LOOP
         PERFORM stockpool._record_hold(p_shop_id, p_checkout_id, v_item_ids[v_i],
-                                       v_location_ids[v_i], v_quantities[v_i], p_ttl);
+                                       v_location_ids[v_i], v_quantities[v_i], p_ttl, p_reopen => true);
     END LOOP;
     RETURN true;
 END;
@@ -1923,6 +1949,8 @@ CREATE FUNCTION stockpool.reserve_units(p_shop_id bigint, p_item_id bigint, p_lo
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
+    -- Low-water looks per mark's worth of reservations (see below).
+    c_looks constant integer := 24;
     v_stock stockpool.stock;
 BEGIN
     IF p_shop_id IS NULL OR p_item_id IS NULL OR p_location_id IS NULL
@@ -1965,17 +1993,9 @@ BEGIN
 
     -- The hold row goes in first, and inserting it is the idempotency check:
     -- a row already there (a retry, or a hold to re-open) takes the careful
-    -- path below; a new one costs no separate look-up. created_at is the
-    -- clock under the checkout lock, not the transaction's start: claim
-    -- compares it with its own clock to tell a later line from a retry.
-    INSERT INTO stockpool.holds AS h
-        (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at, created_at)
-    VALUES
-        (p_shop_id, p_checkout_id, p_item_id, p_location_id, p_quantity, 'held',
-         pg_catalog.now() + p_ttl, pg_catalog.clock_timestamp())
-    ON CONFLICT ON CONSTRAINT holds_pkey DO NOTHING;
-
-    IF NOT FOUND THEN
+    -- path below; a new one costs no separate look-up.
+    IF NOT stockpool._record_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
+                                  p_quantity, p_ttl, p_reopen => false) THEN
         IF stockpool._existing_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
                                     p_quantity, p_ttl) THEN
             RETURN true;
@@ -1985,7 +2005,7 @@ BEGIN
             RETURN false;
         END IF;
         PERFORM stockpool._record_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
-                                       p_quantity, p_ttl);
+                                       p_quantity, p_ttl, p_reopen => true);
         RETURN true;
     END IF;
 
@@ -2010,12 +2030,14 @@ BEGIN
     IF p_quantity = 1
         AND stockpool._take(p_shop_id, p_item_id, p_location_id, 1, v_stock.buckets) = 1 THEN
         -- Low-water refill, only when this key has free stock to move; a
-        -- try-lock, so no buyer ever queues here. Sampled: a check counts up
-        -- to the refill mark, so it runs about 16 times per mark's worth of
-        -- reservations, which keeps its cost per reservation flat whatever
-        -- the pool's size and still looks often before the pool runs dry.
+        -- try-lock, so no buyer ever queues here. Sampled: a look counts up
+        -- to the refill mark (stockpool._refill_mark), so one reservation in
+        -- mark / c_looks looks: the counting costs about c_looks index
+        -- entries per reservation whatever the pool's size, and a pool that
+        -- drains from its mark is still looked at about c_looks times.
         IF v_stock.on_hand > v_stock.allocated
-            AND pg_catalog.random() * GREATEST(v_stock.pool_target, 16) / 2 < 16 THEN
+            AND pg_catalog.random() * stockpool._refill_mark(v_stock.pool_target, v_stock.low_water,
+                                                              v_stock.pool_cap) < c_looks THEN
             PERFORM stockpool._refill(p_shop_id, p_item_id, p_location_id,
                                       p_min_extra => 0, p_wait => false, p_low_water_only => true);
         END IF;
@@ -2795,16 +2817,22 @@ REVOKE ALL ON FUNCTION stockpool._movements_immutable() FROM PUBLIC;
 REVOKE ALL ON FUNCTION stockpool._null_args(p_names text[], p_is_null boolean[]) FROM PUBLIC;
 
 --
--- Name: FUNCTION _record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+-- Name: FUNCTION _record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval, p_reopen boolean); Type: ACL; Schema: stockpool; Owner: stockpool_owner
 --
 
-REVOKE ALL ON FUNCTION stockpool._record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION stockpool._record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval, p_reopen boolean) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _refill(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_min_extra integer, p_wait boolean, p_low_water_only boolean, p_cap integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
 --
 
 REVOKE ALL ON FUNCTION stockpool._refill(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_min_extra integer, p_wait boolean, p_low_water_only boolean, p_cap integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _refill_mark(p_level integer, p_low_water integer, p_pool_cap integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._refill_mark(p_level integer, p_low_water integer, p_pool_cap integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _return_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner

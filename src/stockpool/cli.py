@@ -1,59 +1,28 @@
-"""The ``stockpool`` command line: deploy, race, run a command on a throwaway cluster."""
+"""The ``stockpool`` command line. Each command parses its options and
+delegates: deploy and exec here, race and bench in their own packages."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
+from psycopg.conninfo import conninfo_to_dict
 
-from stockpool import cluster as clusters
-from stockpool.deploy import Roles, deploy
+from stockpool.bench.command import command as bench_command
+from stockpool.console import DsnOption, console, err_console, fail
 from stockpool.errors import StockpoolError
+from stockpool.install.deploy import Roles, deploy
+from stockpool.race.command import command as race_command
+from stockpool.server.target import target
 
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     help="stockpool: inventory reservations inside PostgreSQL.",
 )
-console = Console()
-err_console = Console(stderr=True)
-
-DsnOption = Annotated[
-    str | None,
-    typer.Option(
-        "--dsn",
-        envvar="STOCKPOOL_DSN",
-        help="PostgreSQL URL; without it a throwaway cluster is started and removed.",
-    ),
-]
-
-
-def fail(exc: StockpoolError) -> None:
-    # soft_wrap: one line per message whatever the terminal width; escape: the
-    # text comes from servers and users and may hold [brackets].
-    err_console.print(f"[bold red]error:[/] {escape(exc.message)}", soft_wrap=True)
-    if exc.hint:
-        err_console.print(f"[dim]hint: {escape(exc.hint)}[/]", soft_wrap=True)
-    raise typer.Exit(2)
-
-
-@contextlib.contextmanager
-def database(dsn: str | None, clients: int = 64, roles: Roles | None = None) -> Iterator[str]:
-    """A DSN with stockpool deployed: the given one, or a throwaway cluster's."""
-    if dsn:
-        deploy(dsn, roles=roles)
-        yield dsn
-        return
-    with clusters.throwaway(clusters.settings_for_clients(clients)) as cl:
-        deploy(cl.dsn, roles=roles)
-        yield cl.dsn
 
 
 @app.command("deploy")
@@ -71,7 +40,6 @@ def deploy_cmd(
         report = deploy(dsn, Roles(owner_role, app_role, monitor_role), lock_wait=lock_wait)
     except StockpoolError as exc:
         fail(exc)
-        return
     applied = ", ".join(report.applied) or "none"
     console.print(
         f"migrations applied: {applied}; already applied: {len(report.skipped)}; "
@@ -90,18 +58,21 @@ def exec_cmd(
     if not ctx.args:
         fail(StockpoolError("nothing to run", hint="stockpool exec -- pg_prove tests/pgtap"))
     try:
-        with database(dsn, clients) as url:
-            env = {**os.environ, **_pg_env(url), "STOCKPOOL_DSN": url}
+        # A server of its own is sized for --clients; a given one only needs a session.
+        with target(dsn, 1 if dsn else clients, prepare=deploy) as server:
+            env = {**os.environ, **pg_env(server.dsn), "STOCKPOOL_DSN": server.dsn}
             code = subprocess.run(ctx.args, env=env, check=False).returncode
     except StockpoolError as exc:
         fail(exc)
-        return
     raise typer.Exit(code)
 
 
-def _pg_env(url: str) -> dict[str, str]:
-    from psycopg.conninfo import conninfo_to_dict
+app.command("race")(race_command)
+app.command("bench")(bench_command)
 
+
+def pg_env(url: str) -> dict[str, str]:
+    """libpq's PG* variables for a URL, for the tools exec runs."""
     info = conninfo_to_dict(url)
     mapping = {
         "host": "PGHOST",
@@ -111,17 +82,6 @@ def _pg_env(url: str) -> dict[str, str]:
         "password": "PGPASSWORD",
     }
     return {env: str(info[key]) for key, env in mapping.items() if info.get(key)}
-
-
-def _register_commands() -> None:
-    """Commands that live in their own modules register here."""
-    from stockpool import bench, race
-
-    app.command("race")(race.command)
-    app.command("bench")(bench.command)
-
-
-_register_commands()
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
--- Roles and grants as the deployer leaves them (src/stockpool/deploy.py):
+-- Roles and grants as the deployer leaves them (src/stockpool/install/deploy.py):
 -- stockpool_owner owns everything; stockpool_app may EXECUTE the public API
 -- and touch no table; stockpool_monitor may read stock_levels and run
 -- check_invariants; PUBLIC gets nothing. Then the same, shown by acting as

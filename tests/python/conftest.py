@@ -3,7 +3,7 @@
 pytest-postgresql does the database work: ``stockpool_template`` is a template
 database with stockpool deployed once, and every test that asks for ``dsn`` or
 ``conn`` gets its own database cloned from it (CREATE DATABASE ... TEMPLATE),
-dropped afterwards. The server itself comes from stockpool.cluster, because it
+dropped afterwards. The server itself comes from stockpool.server.cluster, because it
 must run as the postgres OS user when the tests run as root.
 """
 
@@ -17,9 +17,9 @@ import psycopg
 import pytest
 from pytest_postgresql import factories
 
-from stockpool import cluster as clusters
-from stockpool import serverstats
-from stockpool.deploy import deploy
+from stockpool.install.deploy import deploy
+from stockpool.server import cluster as clusters
+from stockpool.server import stats as serverstats
 
 
 @dataclass

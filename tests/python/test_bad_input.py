@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
 from stockcheck import diff, snapshot
-from stockpool.deploy import deploy
+from stockpool.install.deploy import deploy
 
 INT_MAX = 2**31 - 1
 INT_MIN = -(2**31)

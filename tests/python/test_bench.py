@@ -16,9 +16,10 @@ import psycopg
 import pytest
 import typer
 
-from stockpool import bench, benchreport, cpumeter
+from stockpool.bench import bars, chart, command, markdown, model, report, runner
 from stockpool.errors import StockpoolError
-from stockpool.serverstats import wait_for_sessions_gone
+from stockpool.server import cpumeter
+from stockpool.server.stats import wait_for_sessions_gone
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -26,8 +27,8 @@ CLIENTS = [1, 8]
 
 
 @pytest.fixture(scope="module")
-def run(pg_server: Any) -> bench.BenchRun:
-    config = bench.BenchConfig(
+def run(pg_server: Any) -> model.BenchRun:
+    config = model.BenchConfig(
         clients=CLIENTS,
         seconds=2,
         strategies=["ceiling", "stockpool"],
@@ -44,7 +45,7 @@ def run(pg_server: Any) -> bench.BenchRun:
     lines: list[str] = []
     cpu = cpumeter.ServerCPU.of_datadir(pg_server.cluster.datadir)
     assert cpu is not None, "the test server runs on this machine: its CPU can be read"
-    result = bench.Bench(pg_server.dsn("postgres"), config, lines.append, cpu).execute()
+    result = runner.Bench(pg_server.dsn("postgres"), config, lines.append, cpu).execute()
     # template, per client count 2 strategies + the cart + 5 checkouts, the shape,
     # 8 catalogue cells (2 strategies x uniform/zipf x first touches/warm), the soak
     assert len(lines) == 1 + 2 * 8 + 1 + 8 + 1, lines
@@ -52,7 +53,7 @@ def run(pg_server: Any) -> bench.BenchRun:
 
 
 @pytest.mark.slow
-def test_every_cell_ran_and_reserved_what_it_committed(run: bench.BenchRun) -> None:
+def test_every_cell_ran_and_reserved_what_it_committed(run: model.BenchRun) -> None:
     for clients in CLIENTS:
         for kind, name in (("strategy", "ceiling"), ("strategy", "stockpool"), ("cart", "reserve_cart")):
             cell = run.cell(kind, name, clients)
@@ -69,8 +70,8 @@ def test_every_cell_ran_and_reserved_what_it_committed(run: bench.BenchRun) -> N
 
 
 @pytest.mark.slow
-def test_ratios_are_to_the_same_runs_ceiling(run: bench.BenchRun) -> None:
-    rows = {(r[0], r[1]): r for r in benchreport._strategy_rows(run)}
+def test_ratios_are_to_the_same_runs_ceiling(run: model.BenchRun) -> None:
+    rows = {(r[0], r[1]): r for r in markdown.strategy_rows(run)}
     for clients in CLIENTS:
         ceiling = run.cell("strategy", "ceiling", clients)
         sp = run.cell("strategy", "stockpool", clients)
@@ -87,12 +88,12 @@ def test_ratios_are_to_the_same_runs_ceiling(run: bench.BenchRun) -> None:
         assert rows[("stockpool", str(clients))][8] == f"{sp.cpu_us:,.0f}"
         assert rows[("stockpool", str(clients))][9] == f"{sp.cpu_us / ceiling.cpu_us:.2f}x"
     # The bar's floor covers 8 clients and up, so here 8 and not 1.
-    floor = [c for c in benchreport.bar(run) if c.name.startswith(">= 0.5 x ceiling")]
+    floor = [c for c in bars.bar(run) if c.name.startswith(">= 0.5 x ceiling")]
     assert [c.name for c in floor] == [">= 0.5 x ceiling at 8 clients"]
 
 
 @pytest.mark.slow
-def test_cart_counts_units_not_carts(run: bench.BenchRun) -> None:
+def test_cart_counts_units_not_carts(run: model.BenchRun) -> None:
     cart = run.cell("cart", "reserve_cart", 8)
     assert cart is not None and cart.units_per_transaction == 5
     assert cart.rate == pytest.approx(cart.tps * 5, rel=0.01)
@@ -100,7 +101,7 @@ def test_cart_counts_units_not_carts(run: bench.BenchRun) -> None:
 
 
 @pytest.mark.slow
-def test_checkout_cells_count_whole_checkouts(run: bench.BenchRun) -> None:
+def test_checkout_cells_count_whole_checkouts(run: model.BenchRun) -> None:
     """One pgbench transaction is one checkout; what went all the way is counted
     from the tables (claimed or released holds), and claim's waits are told
     apart from reserve's."""
@@ -120,7 +121,7 @@ def test_checkout_cells_count_whole_checkouts(run: bench.BenchRun) -> None:
         assert "claim" in claim.waits_by_statement or claim.wait_samples < 20
         release = run.cell("checkout", "stockpool_release", clients)
         assert release is not None and "claim" not in release.waits_by_statement
-    rows = {r[0]: r for r in benchreport.checkout_rows(run)}
+    rows = {r[0]: r for r in markdown.checkout_rows(run)}
     for clients in CLIENTS:
         claim, release = (
             run.cell("checkout", "stockpool_claim", clients),
@@ -130,20 +131,20 @@ def test_checkout_cells_count_whole_checkouts(run: bench.BenchRun) -> None:
         assert claim is not None and release is not None and ceiling is not None
         assert rows[str(clients)][2] == f"{claim.tps / ceiling.tps:.2f}x"
         assert rows[str(clients)][5] == f"{claim.tps / release.tps:.2f}x"
-    names = [c.name for c in benchreport.checkout_bar(run)]
+    names = [c.name for c in bars.checkout_bar(run)]
     assert names[0] == "checkout: reserve+claim >= 0.9 x reserve+release at 1, 8"
     assert names[1].startswith("checkout: neither Lock:transactionid nor Lock:tuple")
     assert len(names) == 2, "no client count of 32 or more: no comparison with counter+hold"
 
 
 @pytest.mark.slow
-def test_catalogue_cells_count_reservations_and_the_pool_they_left(run: bench.BenchRun) -> None:
+def test_catalogue_cells_count_reservations_and_the_pool_they_left(run: model.BenchRun) -> None:
     """Each catalogue cell reserved what it committed, and the stockpool cells
     report the pool rows left behind and the keys touched (within the catalogue)."""
     for strategy in ("counter_hold", "stockpool"):
         for dist in ("uniform", "zipf"):
             for phase in ("cold", "warm"):
-                cell = run.cell("catalogue", bench.catalogue_name(strategy, dist, phase), 4)
+                cell = run.cell("catalogue", model.catalogue_name(strategy, dist, phase), 4)
                 assert cell is not None, (strategy, dist, phase)
                 assert cell.valid, cell.notes
                 assert cell.transactions > 0
@@ -154,13 +155,13 @@ def test_catalogue_cells_count_reservations_and_the_pool_they_left(run: bench.Be
                     assert cell.pool_rows is not None and cell.pool_bytes is not None
                 else:
                     assert cell.pool_rows is None
-    names = [c.name for c in benchreport.catalogue_bar(run)]
+    names = [c.name for c in bars.catalogue_bar(run)]
     assert any("first touches" in n and "pool rows per key" in n for n in names), names
 
 
-def _hand_made_run(clients: list[int], **options: Any) -> bench.BenchRun:
+def _hand_made_run(clients: list[int], **options: Any) -> model.BenchRun:
     """An empty run to fill with hand-made cells (nothing is measured)."""
-    config = bench.BenchConfig(
+    config = model.BenchConfig(
         clients=clients,
         seconds=1,
         strategies=["ceiling"],
@@ -173,7 +174,7 @@ def _hand_made_run(clients: list[int], **options: Any) -> bench.BenchRun:
         jobs=1,
         **options,
     )
-    return bench.BenchRun(config=config, machine={}, started="now")
+    return model.BenchRun(config=config, machine={}, started="now")
 
 
 def test_reserve_bar_arithmetic() -> None:
@@ -181,8 +182,8 @@ def test_reserve_bar_arithmetic() -> None:
     run = _hand_made_run([8, 32, 512])
     run.config.strategies = ["ceiling", "counter_hold", "sharded", "stockpool"]
 
-    def cell(name: str, clients: int, tps: float, p99: float) -> bench.Cell:
-        return bench.Cell(
+    def cell(name: str, clients: int, tps: float, p99: float) -> model.Cell:
+        return model.Cell(
             kind="strategy",
             name=name,
             clients=clients,
@@ -207,7 +208,7 @@ def test_reserve_bar_arithmetic() -> None:
         cell("sharded", 32, 500.0, 5.0),
         cell("sharded", 512, 400.0, 20.0),
     ]
-    checks = benchreport.bar(run)
+    checks = bars.bar(run)
     assert [(c.name, c.passed, c.detail) for c in checks] == [
         (">= 0.5 x ceiling at 8, 32, 512 clients", False, "lowest 0.40x; short at 32: 0.45x, 512: 0.40x"),
         (">= 1 x counter_hold at every client count", True, "8: 1.20x, 32: 1.50x, 512: 4.00x"),
@@ -221,10 +222,10 @@ def test_catalogue_bar_arithmetic() -> None:
     """The catalogue bar on hand-made cells: fixed figures, fixed verdicts."""
     run = _hand_made_run([1, 32], catalogue_keys=1000, catalogue_clients=[1, 32])
 
-    def cell(strategy: str, dist: str, phase: str, clients: int, tps: float, rows: int = 0) -> bench.Cell:
-        return bench.Cell(
+    def cell(strategy: str, dist: str, phase: str, clients: int, tps: float, rows: int = 0) -> model.Cell:
+        return model.Cell(
             kind="catalogue",
-            name=bench.catalogue_name(strategy, dist, phase),
+            name=model.catalogue_name(strategy, dist, phase),
             clients=clients,
             seconds=1,
             transactions=int(tps),
@@ -248,7 +249,7 @@ def test_catalogue_bar_arithmetic() -> None:
         cell("stockpool", "zipf", "warm", 1, 100.0),
         cell("stockpool", "zipf", "warm", 32, 999.0),
     ]
-    checks = benchreport.catalogue_bar(run)
+    checks = bars.catalogue_bar(run)
     assert [(c.passed, c.detail) for c in checks] == [
         (False, "1: 0.80x, 32: 0.69x"),
         (True, "1: 0.70x, 32: 0.90x"),
@@ -262,8 +263,8 @@ def test_checkout_bar_arithmetic() -> None:
     """The claim bar on hand-made cells: fixed figures, fixed verdicts."""
     run = _hand_made_run([8, 32], checkouts=True)
 
-    def cell(name: str, clients: int, tps: float, claim_waits: dict[str, int] | None = None) -> bench.Cell:
-        return bench.Cell(
+    def cell(name: str, clients: int, tps: float, claim_waits: dict[str, int] | None = None) -> model.Cell:
+        return model.Cell(
             kind="checkout",
             name=name,
             clients=clients,
@@ -282,7 +283,7 @@ def test_checkout_bar_arithmetic() -> None:
         cell("stockpool_release", 32, 1000.0),
         cell("counter_hold_claim", 32, 200.0),
     ]
-    checks = benchreport.checkout_bar(run)
+    checks = bars.checkout_bar(run)
     assert [(c.passed, c.detail) for c in checks] == [
         (False, "8: 0.90x, 32: 0.80x"),
         (False, "8: Lock:transactionid"),
@@ -291,7 +292,7 @@ def test_checkout_bar_arithmetic() -> None:
 
 
 @pytest.mark.slow
-def test_counter_shape_drift_adds_up(run: bench.BenchRun) -> None:
+def test_counter_shape_drift_adds_up(run: model.BenchRun) -> None:
     naive = run.cell("shape", "naive", 4)
     assert naive is not None and naive.drift is not None
     drift = naive.drift
@@ -301,7 +302,7 @@ def test_counter_shape_drift_adds_up(run: bench.BenchRun) -> None:
 
 
 @pytest.mark.slow
-def test_soak_samples_pool_health(run: bench.BenchRun) -> None:
+def test_soak_samples_pool_health(run: model.BenchRun) -> None:
     soak = run.soak
     assert soak is not None
     assert soak.samples, "no pool health sample in a 10 s soak"
@@ -311,9 +312,9 @@ def test_soak_samples_pool_health(run: bench.BenchRun) -> None:
 
 
 @pytest.mark.slow
-def test_report_files(run: bench.BenchRun, tmp_path: Path) -> None:
+def test_report_files(run: model.BenchRun, tmp_path: Path) -> None:
     out = tmp_path / "results"
-    paths = benchreport.write(run, out, publish=True)
+    paths = report.write(run, out, publish=True)
     assert all(p.exists() and p.stat().st_size > 0 for p in paths)
     data = json.loads((out / "published" / "bench.json").read_text())
     assert {c["name"] for c in data["cells"]} == {
@@ -327,7 +328,7 @@ def test_report_files(run: bench.BenchRun, tmp_path: Path) -> None:
         "counter_hold_release",
         "cart_claim",
         *(
-            bench.catalogue_name(strategy, dist, phase)
+            model.catalogue_name(strategy, dist, phase)
             for strategy in ("counter_hold", "stockpool")
             for dist in ("uniform", "zipf")
             for phase in ("cold", "warm")
@@ -350,29 +351,32 @@ def test_report_files(run: bench.BenchRun, tmp_path: Path) -> None:
 
 def test_a_cell_that_did_not_reserve_is_flagged() -> None:
     # Negative control: pgbench counted transactions the tables do not show.
-    cell = bench.Cell(kind="strategy", name="pool", clients=4, seconds=2, transactions=1000, reserved=10)
-    bench.flag_problems(cell)
+    cell = model.Cell(kind="strategy", name="pool", clients=4, seconds=2, transactions=1000, reserved=10)
+    model.flag_problems(cell)
     assert not cell.valid and "reserved 10 of 1000" in cell.notes[0]
-    ok = bench.Cell(kind="strategy", name="pool", clients=4, seconds=2, transactions=1000, reserved=997)
-    bench.flag_problems(ok)
+    ok = model.Cell(kind="strategy", name="pool", clients=4, seconds=2, transactions=1000, reserved=997)
+    model.flag_problems(ok)
     assert ok.valid
-    aborted = bench.Cell(
+    aborted = model.Cell(
         kind="strategy", name="pool", clients=4, seconds=2, transactions=5, reserved=5, aborted=2
     )
-    bench.flag_problems(aborted)
+    model.flag_problems(aborted)
     assert not aborted.valid
 
 
 def test_option_lists() -> None:
-    assert bench._int_list("1, 8,32", "--clients") == [1, 8, 32]
-    assert bench._name_list("stockpool,ceiling", bench.STRATEGIES, "--strategies") == ["ceiling", "stockpool"]
-    assert bench._name_list("all", bench.SHAPES, "--shapes") == list(bench.SHAPES)
-    assert bench._name_list("none", bench.SHAPES, "--shapes") == []
+    assert command._int_list("1, 8,32", "--clients") == [1, 8, 32]
+    assert command._name_list("stockpool,ceiling", model.STRATEGIES, "--strategies") == [
+        "ceiling",
+        "stockpool",
+    ]
+    assert command._name_list("all", model.SHAPES, "--shapes") == list(model.SHAPES)
+    assert command._name_list("none", model.SHAPES, "--shapes") == []
     for bad in ("0", "x", ""):
         with pytest.raises(typer.BadParameter):
-            bench._int_list(bad, "--clients")
+            command._int_list(bad, "--clients")
     with pytest.raises(typer.BadParameter):
-        bench._name_list("counter,redis", bench.STRATEGIES, "--strategies")
+        command._name_list("counter,redis", model.STRATEGIES, "--strategies")
 
 
 def test_cpu_meter_counts_a_backend_that_has_exited(pg_server: Any) -> None:
@@ -403,8 +407,8 @@ def test_cpu_meter_needs_a_local_server(tmp_path: Path) -> None:
 
 
 def test_chart_gives_every_strategy_its_own_colour() -> None:
-    assert set(benchreport.CHART_COLORS) == set(bench.STRATEGIES)
-    assert len(set(benchreport.CHART_COLORS.values())) == len(benchreport.CHART_COLORS)
+    assert set(chart.CHART_COLORS) == set(model.STRATEGIES)
+    assert len(set(chart.CHART_COLORS.values())) == len(chart.CHART_COLORS)
 
 
 def test_bench_without_matplotlib_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -415,8 +419,8 @@ def test_bench_without_matplotlib_says_what_to_install(monkeypatch: pytest.Monke
         importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a)
     )
     with pytest.raises(StockpoolError) as err:
-        benchreport.require_chart_library()
+        chart.require_chart_library()
     assert "matplotlib" in err.value.message
     assert err.value.hint is not None and "stockpool[bench]" in err.value.hint
     monkeypatch.undo()
-    benchreport.require_chart_library()  # installed here: no error
+    chart.require_chart_library()  # installed here: no error

@@ -18,7 +18,7 @@ from collections import Counter
 import psycopg
 import pytest
 
-from stockpool.serverstats import ServerLog
+from stockpool.server.stats import ServerLog
 from support import (
     Conns,
     backend_pids,

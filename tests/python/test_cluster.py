@@ -15,8 +15,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from stockpool import cluster as clusters
 from stockpool.errors import StockpoolError
+from stockpool.server import cluster as clusters
 
 
 @pytest.fixture

@@ -9,15 +9,27 @@ import shutil
 import subprocess
 import sys
 import threading
+import uuid
 from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import sql
 
-from stockpool import cluster, sql_dir
-from stockpool.deploy import DEPLOY_LOCK_ID, DeployReport, deploy, function_files, migrations
+from stockpool import sql_dir
 from stockpool.errors import StockpoolError
-from stockpool.schema import dump
+from stockpool.install.deploy import (
+    DEPLOY_LOCK_ID,
+    MONITOR_FUNCTIONS,
+    PUBLIC_FUNCTIONS,
+    DeployReport,
+    Roles,
+    deploy,
+    function_files,
+    migrations,
+)
+from stockpool.install.schema import dump
+from stockpool.server import cluster
 from support import background, result, scalar
 
 pytestmark = pytest.mark.timeout(180)
@@ -63,6 +75,39 @@ def test_deploy_twice_is_a_no_op(dsn: str) -> None:
     assert report.functions == len(function_files())
     assert dump(dsn) == schema_before
     assert _migrations_table(dsn) == table_before == _expected_migrations_table()
+
+
+OLD_RECORD_HOLD = """
+CREATE FUNCTION stockpool._record_hold(
+    p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint,
+    p_quantity integer, p_ttl interval
+) RETURNS void LANGUAGE sql AS $$ SELECT $$
+"""
+
+
+def _record_holds(dsn: str) -> list[str]:
+    with psycopg.connect(dsn) as c:
+        rows = c.execute(
+            "SELECT oid::regprocedure::text FROM pg_catalog.pg_proc"
+            " WHERE pronamespace = 'stockpool'::regnamespace AND proname = '_record_hold' ORDER BY 1"
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
+@pytest.mark.parametrize("retired", [True, False], ids=["retired.sql", "without it (negative control)"])
+def test_an_upgrade_drops_retired_signatures(dsn: str, tmp_path: Path, retired: bool) -> None:
+    """A database from a release whose _record_hold had six arguments ends up,
+    once deployed again, with the one function a fresh install has."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("SET ROLE stockpool_owner")
+        c.execute(OLD_RECORD_HOLD)
+    root = _copy_sql(tmp_path)
+    if not retired:
+        (root / "retired.sql").unlink()
+    deploy(dsn, root=root)
+    new = "stockpool._record_hold(bigint,uuid,bigint,bigint,integer,interval,boolean)"
+    old = "stockpool._record_hold(bigint,uuid,bigint,bigint,integer,interval)"
+    assert _record_holds(dsn) == ([new] if retired else sorted([old, new]))
 
 
 def test_concurrent_deployers_on_an_empty_database(empty_db: str, dsn: str) -> None:
@@ -187,3 +232,79 @@ def test_cli_deploy_applies_then_reports_nothing_to_do(empty_db: str) -> None:
     assert second.returncode == 0, second.stderr
     assert "migrations applied: none" in second.stdout
     assert f"already applied: {len(_labels())}" in second.stdout
+
+
+GRANTED = """
+SELECT 'schema', n.nspname::text, x.privilege_type
+FROM pg_catalog.pg_namespace AS n, aclexplode(n.nspacl) AS x
+WHERE n.nspname = 'stockpool' AND x.grantee = %(role)s::regrole
+UNION ALL
+SELECT 'relation', c.relname::text, x.privilege_type
+FROM pg_catalog.pg_class AS c, aclexplode(c.relacl) AS x
+WHERE c.relnamespace = 'stockpool'::regnamespace AND x.grantee = %(role)s::regrole
+UNION ALL
+SELECT 'function', p.proname::text, x.privilege_type
+FROM pg_catalog.pg_proc AS p, aclexplode(p.proacl) AS x
+WHERE p.pronamespace = 'stockpool'::regnamespace AND x.grantee = %(role)s::regrole
+"""
+
+
+def _granted(conn: psycopg.Connection, role: str) -> set[tuple[str, str, str]]:
+    quoted = str(sql.Identifier(role).as_string(conn))
+    return {(str(k), str(n), str(p)) for k, n, p in conn.execute(GRANTED, {"role": quoted}).fetchall()}
+
+
+@pytest.mark.parametrize(
+    "roles",
+    [
+        Roles(owner="x_owner", app="x_app", monitor="x_monitor"),
+        Roles("Shop Owner", "shop-app", "Shop.Monitor"),
+    ],
+    ids=["plain", "needs-quoting"],
+)
+def test_custom_role_names_get_the_grants(roles: Roles, empty_db: str) -> None:
+    """The deployer's role names are options: the grants land on the names
+    given (quoted where they need it), exactly those the default names get."""
+    deploy(empty_db, roles=roles)
+    with psycopg.connect(empty_db, autocommit=True) as conn:
+        try:
+            owners = conn.execute(
+                "SELECT DISTINCT pg_get_userbyid(relowner) FROM pg_catalog.pg_class"
+                " WHERE relnamespace = 'stockpool'::regnamespace"
+                " UNION SELECT pg_get_userbyid(proowner) FROM pg_catalog.pg_proc"
+                " WHERE pronamespace = 'stockpool'::regnamespace"
+                " UNION SELECT pg_get_userbyid(nspowner) FROM pg_catalog.pg_namespace"
+                " WHERE nspname = 'stockpool'"
+            ).fetchall()
+            assert owners == [(roles.owner,)]
+            assert _granted(conn, roles.app) == {("schema", "stockpool", "USAGE")} | {
+                ("function", name, "EXECUTE") for name in PUBLIC_FUNCTIONS
+            }
+            assert _granted(conn, roles.monitor) == {
+                ("schema", "stockpool", "USAGE"),
+                ("relation", "stock_levels", "SELECT"),
+                *(("function", name, "EXECUTE") for name in MONITOR_FUNCTIONS),
+            }
+            for default in ("stockpool_app", "stockpool_monitor"):
+                row = conn.execute(
+                    "SELECT pg_catalog.has_schema_privilege(%s, 'stockpool', 'USAGE')", (default,)
+                ).fetchone()
+                assert row == (False,), f"{default} got something in a deploy with other names"
+            conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(roles.app)))
+            assert conn.execute("SELECT stockpool.set_stock(1, 1, 1, 5)").fetchone() == (5,)
+            assert conn.execute(
+                "SELECT stockpool.reserve_units(1, 1, 1, 2, %s)", (uuid.uuid4(),)
+            ).fetchone() == (True,)
+            conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(roles.monitor)))
+            assert conn.execute("SELECT on_hand, held FROM stockpool.stock_levels").fetchall() == [(5, 2)]
+            assert conn.execute("SELECT count(*) FROM stockpool.check_invariants()").fetchone() == (0,)
+            conn.execute("RESET ROLE")
+            # a second deploy with the same names is a no-op and keeps the grants
+            before = _granted(conn, roles.app)
+            deploy(empty_db, roles=roles)
+            assert _granted(conn, roles.app) == before
+        finally:
+            conn.execute("RESET ROLE")
+            names = sql.SQL(", ").join(sql.Identifier(r) for r in (roles.owner, roles.app, roles.monitor))
+            conn.execute(sql.SQL("DROP OWNED BY {} CASCADE").format(names))
+            conn.execute(sql.SQL("DROP ROLE {}").format(names))

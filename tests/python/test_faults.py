@@ -46,9 +46,9 @@ from stockcheck import (
     snapshot,
     verify_outcomes,
 )
-from stockpool import cluster as clusters
 from stockpool.client import is_connection_lost
-from stockpool.deploy import deploy
+from stockpool.install.deploy import deploy
+from stockpool.server import cluster as clusters
 
 SHOP = 1  # load runs here
 FAULT_SHOP = 2  # faults that compare snapshots happen here, away from the load

@@ -9,8 +9,8 @@ import psycopg
 import pytest
 
 from stockpool import sql_dir
-from stockpool.deploy import deploy, migrations
-from stockpool.schema import dump
+from stockpool.install.deploy import deploy, migrations
+from stockpool.install.schema import dump
 
 pytestmark = pytest.mark.timeout(180)
 

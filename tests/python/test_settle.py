@@ -15,7 +15,7 @@ import uuid
 import psycopg
 import pytest
 
-from stockpool import verify
+from stockpool.race import verify
 from support import Conns, background, checkout, result, scalar, violations, wait_until_blocked
 
 pytestmark = pytest.mark.timeout(120)

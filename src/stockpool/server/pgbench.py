@@ -1,4 +1,8 @@
-"""Drive pgbench through plumbum and read back exactly what it did.
+"""The one pgbench driver: run it through plumbum, read back exactly what it did.
+
+The race runs it in the simple protocol with progress lines; the bench in
+prepared mode (``prepared=True``), with transactions counted per interval for
+its soak's throughput curve (:meth:`TxnLog.per_interval`).
 
 Every run writes pgbench's per-transaction logs (``-l``) into a directory of
 its own; :func:`read_logs` parses every file in it (one per pgbench thread), so
@@ -11,9 +15,12 @@ Progress lines (``-P 1``) are streamed to a callback while the run goes.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
+import shutil
 import subprocess
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -54,6 +61,7 @@ class TxnLog:
     retried: int = 0  # transactions that needed at least one retry
     first_start_us: int | None = None
     last_end_us: int | None = None
+    ends_by_second: Counter[int] = field(default_factory=Counter)  # epoch second -> successful ends
 
     @property
     def succeeded(self) -> int:
@@ -69,6 +77,16 @@ class TxnLog:
         if self.first_start_us is None or self.last_end_us is None:
             return 0.0
         return max(self.last_end_us - self.first_start_us, 0) / 1e6
+
+    def per_interval(self, interval: int) -> list[int]:
+        """Successful transactions per ``interval`` seconds from the first one's end."""
+        if not self.ends_by_second:
+            return []
+        first = min(self.ends_by_second)
+        slots: Counter[int] = Counter()
+        for second, n in self.ends_by_second.items():
+            slots[(second - first) // interval] += n
+        return [slots[i] for i in range(max(slots) + 1)]
 
 
 def read_logs(log_dir: Path) -> TxnLog:
@@ -96,6 +114,7 @@ def read_logs(log_dir: Path) -> TxnLog:
                 if time_field.isdigit():
                     latency = int(time_field)
                     log.latencies_us.append(latency)
+                    log.ends_by_second[int(parts[4])] += 1
                     start_us = end_us - latency
                 else:
                     log.failures[FAILURE_SQLSTATES.get(time_field, time_field)] += 1
@@ -141,6 +160,15 @@ def _stop(proc: Any) -> None:
         proc.kill()
 
 
+def require() -> None:
+    """Fail early, with the package to install, when pgbench is not on PATH."""
+    if shutil.which("pgbench") is None:
+        raise StockpoolError(
+            "pgbench not found on PATH",
+            hint="install postgresql-client-15 (apt-get install postgresql-client-15)",
+        )
+
+
 def with_application_name(dsn: str, application_name: str) -> str:
     """The DSN as a conninfo string that tags every session with a name."""
     return make_conninfo(dsn, application_name=application_name)
@@ -151,7 +179,7 @@ def run(
     script: Path,
     clients: int,
     *,
-    log_dir: Path,
+    log_dir: Path | None = None,
     transactions: int | None = None,
     seconds: int | None = None,
     defines: Mapping[str, object] | None = None,
@@ -159,34 +187,51 @@ def run(
     application_name: str | None = None,
     on_progress: Callable[[float, float], None] | None = None,
     jobs: int | None = None,
+    prepared: bool = False,
+    connect_each: bool = False,
 ) -> PgbenchResult:
-    """Run pgbench once; ``on_progress(elapsed_s, tps)`` gets every -P line."""
+    """Run pgbench once; ``on_progress(elapsed_s, tps)`` gets every -P line.
+    ``prepared``: -M prepared; ``connect_each``: a new connection per
+    transaction (-C).
+
+    The per-transaction logs go to ``log_dir`` (emptied first), or to a
+    temporary directory removed afterwards."""
     if (transactions is None) == (seconds is None):
         raise ValueError("give exactly one of transactions and seconds")
-    log_dir.mkdir(parents=True, exist_ok=True)
-    for stale in log_dir.iterdir():
-        stale.unlink()
-    threads = jobs or min(clients, 4)
     argv = [
         "-n",
+        *(["-M", "prepared"] if prepared else []),
+        *(["-C"] if connect_each else []),
         "-c",
         str(clients),
         "-j",
-        str(min(threads, clients)),
+        str(min(jobs or min(clients, 4), clients)),
         "-f",
         str(script),
         f"--max-tries={max_tries}",
         "--failures-detailed",
-        "-l",
-        f"--log-prefix={log_dir / 'txn'}",
         "-P",
         "1",
+        *(["-t", str(transactions)] if transactions is not None else ["-T", str(seconds)]),
+        *[f"-D{key}={value}" for key, value in (defines or {}).items()],
     ]
-    argv += ["-t", str(transactions)] if transactions is not None else ["-T", str(seconds)]
-    for key, value in (defines or {}).items():
-        argv += ["-D", f"{key}={value}"]
-    argv.append(with_application_name(dsn, application_name) if application_name else dsn)
+    with contextlib.ExitStack() as cleanup:
+        if log_dir is None:
+            log_dir = Path(tempfile.mkdtemp(prefix="stockpool-pgbench-"))
+            cleanup.callback(shutil.rmtree, log_dir, ignore_errors=True)
+        log_dir.mkdir(parents=True, exist_ok=True)
+        for stale in log_dir.iterdir():
+            stale.unlink()
+        argv += ["-l", f"--log-prefix={log_dir / 'txn'}"]
+        argv.append(with_application_name(dsn, application_name) if application_name else dsn)
+        return _execute(argv, log_dir, on_progress)
+    raise AssertionError("unreachable")
 
+
+def _execute(
+    argv: list[str], log_dir: Path, on_progress: Callable[[float, float], None] | None
+) -> PgbenchResult:
+    """Start pgbench, stream its progress lines, parse its output and logs."""
     try:
         proc = local["pgbench"].popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     except Exception as exc:  # plumbum raises CommandNotFound and OSError subclasses

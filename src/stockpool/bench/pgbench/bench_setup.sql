@@ -1,6 +1,6 @@
 -- bench_setup: the strategy benchmark's own tables and helpers, in schema bench.
 --
--- Created by `stockpool bench` (src/stockpool/bench.py) in its template
+-- Created by `stockpool bench` (src/stockpool/bench/workspace.py) in its template
 -- database, never by the deployer: nothing here is part of stockpool. Every
 -- cell of the benchmark runs in a fresh copy of that template, on which
 -- bench.prepare() lays out the state of one strategy; bench.reserved() counts

@@ -6,8 +6,8 @@ one checkout), for stockpool and for the counter with a hold row, plus a
 A checkout can reach at most half of the ceiling (two commits against one), so
 claims are judged against releases of the same run: a claim costs what a
 release does when it does not queue on the key's ledger row. Wait events are
-split by statement, so a claim that waits is seen as such. The bar and the
-report section are in stockpool.benchreport.
+split by statement, so a claim that waits is seen as such. The bar is in
+bench/bars.py, the report section in bench/markdown.py.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from stockpool.bench import Cell
+    from stockpool.bench.model import Cell
 
 CHECKOUTS = (
     "stockpool_claim",

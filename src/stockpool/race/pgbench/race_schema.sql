@@ -1,6 +1,6 @@
 -- race_schema: the race harness's own tables, in their own schema.
 --
--- Created by `stockpool race` (src/stockpool/race.py) before a run, never by the
+-- Created by `stockpool race` (src/stockpool/race/harness.py) before a run, never by the
 -- deployer: nothing here is part of stockpool. Every pgbench transaction that
 -- reserves writes its outcome row here in the same transaction as the stockpool
 -- call, so a committed outcome row is exactly "a reservation the client saw

@@ -14,8 +14,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from stockpool.pgbench import TxnLog, percentile
-from stockpool.verify import Check
+from stockpool.checks import Check, verdict
+from stockpool.server.pgbench import TxnLog, percentile
 
 PERCENTILES = (50, 95, 99)
 
@@ -113,8 +113,9 @@ def _size(value: float | None) -> str:
     return f"{value:.1f} GB"
 
 
-def verdict(passed: bool) -> str:
-    return "[green]PASS[/]" if passed else "[bold red]FAIL[/]"
+def _verdict(passed: bool | None) -> str:
+    text = verdict(passed)
+    return {"PASS": "[green]PASS[/]", "FAIL": "[bold red]FAIL[/]"}.get(text, text)
 
 
 def _label(r: RunReport) -> str:
@@ -130,6 +131,14 @@ def render(console: Console, reports: Sequence[RunReport]) -> Console:
     """
     if not console.is_terminal and console.width < 120:
         console = Console(width=120, file=console.file, no_color=console.no_color)
+    console.print(_load_table(reports))
+    console.print(_server_table(reports))
+    for r in reports:
+        console.print(_checks_table(r))
+    return console
+
+
+def _load_table(reports: Sequence[RunReport]) -> Table:
     load = Table(title="stockpool race: load and latency", title_justify="left", box=box.SIMPLE_HEAD)
     for name in (
         "run",
@@ -156,10 +165,12 @@ def render(console: Console, reports: Sequence[RunReport]) -> Console:
             _ms(r.latency_ms.get("max")),
             errors,
             str(r.retries),
-            verdict(r.passed),
+            _verdict(r.passed),
         )
-    console.print(load)
+    return load
 
+
+def _server_table(reports: Sequence[RunReport]) -> Table:
     server = Table(title="stockpool race: server side", title_justify="left", box=box.SIMPLE_HEAD)
     for name in (
         "run",
@@ -183,43 +194,44 @@ def render(console: Console, reports: Sequence[RunReport]) -> Console:
             str(r.pool.get("autovacuum_runs", 0)) if pool else "-",
             _size(r.wal_bytes_per_reservation),
         )
-    console.print(server)
+    return server
 
-    for r in reports:
-        table = Table(
-            title=f"{_label(r)} @ {r.clients} clients: {'PASS' if r.passed else 'FAIL'}",
-            title_justify="left",
-            show_header=False,
-            box=None,
-            padding=(0, 1),
-        )
-        table.add_column("", no_wrap=True)
-        table.add_column("", no_wrap=True)
-        table.add_column("")
-        for check in r.checks:
-            table.add_row(verdict(check.passed), check.name, check.detail)
-        top = r.waits.get("avg_backends", {})
-        if top:
-            waits = ", ".join(f"{event} {avg:.2f}" for event, avg in list(top.items())[:5])
-            table.add_row("", "[dim]wait events[/]", f"[dim]{waits} ({r.waits.get('samples', 0)} samples)[/]")
+
+def _checks_table(r: RunReport) -> Table:
+    """One run's checks, then what was measured, in dim lines."""
+    table = Table(
+        title=f"{_label(r)} @ {r.clients} clients: {'PASS' if r.passed else 'FAIL'}",
+        title_justify="left",
+        show_header=False,
+        box=None,
+        padding=(0, 1),
+    )
+    table.add_column("", no_wrap=True)
+    table.add_column("", no_wrap=True)
+    table.add_column("")
+    for check in r.checks:
+        table.add_row(_verdict(check.passed), check.name, check.detail)
+    top = r.waits.get("avg_backends", {})
+    if top:
+        waits = ", ".join(f"{event} {avg:.2f}" for event, avg in list(top.items())[:5])
+        table.add_row("", "[dim]wait events[/]", f"[dim]{waits} ({r.waits.get('samples', 0)} samples)[/]")
+    table.add_row(
+        "",
+        "[dim]measured[/]",
+        f"[dim]{r.transactions:,} transactions in {r.elapsed_s:.1f} s; one latency = {r.latency_of}[/]",
+    )
+    lag = r.counts.get("settling")
+    if lag:
         table.add_row(
             "",
-            "[dim]measured[/]",
-            f"[dim]{r.transactions:,} transactions in {r.elapsed_s:.1f} s; one latency = {r.latency_of}[/]",
+            "[dim]settling lag[/]",
+            f"[dim]claims waiting to be folded into their ledger rows: at most {lag['max_pending']:,} "
+            f"(mean {lag['mean_pending']:,}), the oldest {lag['max_oldest_s']:.2f} s old, "
+            f"in {lag['samples']} looks; {lag['end_pending']:,} when the clients stopped[/]",
         )
-        lag = r.counts.get("settling")
-        if lag:
-            table.add_row(
-                "",
-                "[dim]settling lag[/]",
-                f"[dim]claims waiting to be folded into their ledger rows: at most {lag['max_pending']:,} "
-                f"(mean {lag['mean_pending']:,}), the oldest {lag['max_oldest_s']:.2f} s old, "
-                f"in {lag['samples']} looks; {lag['end_pending']:,} when the clients stopped[/]",
-            )
-        for state, message in sorted(r.error_messages.items()):
-            table.add_row("", f"[dim]{state}[/]", f"[dim]{message}[/]")
-        console.print(table)
-    return console
+    for state, message in sorted(r.error_messages.items()):
+        table.add_row("", f"[dim]{state}[/]", f"[dim]{message}[/]")
+    return table
 
 
 def write_json(results_dir: Path, reports: Sequence[RunReport], meta: dict[str, Any]) -> Path:

@@ -1,4 +1,4 @@
-"""Server-side figures a race reports: WAL, deadlocks, pool health, errors.
+"""Server-side figures: WAL, deadlocks, pool health, errors, settings.
 
 :class:`Snapshot` is taken before and after a run; the difference gives WAL
 bytes written, deadlocks and autovacuum runs on the pool partitions. Pool
@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -197,3 +198,33 @@ class ServerLog:
             else:
                 pid = None
         return [" | ".join(parts) for parts in reports]
+
+
+# The settings that shape the figures: every report names them.
+REPORTED_SETTINGS = (
+    "max_connections",
+    "shared_buffers",
+    "fsync",
+    "synchronous_commit",
+    "wal_level",
+    "autovacuum_naptime",
+    "autovacuum_max_workers",
+    "max_wal_size",
+)
+
+
+def server_settings(
+    conn: psycopg.Connection[Any], names: Sequence[str] = REPORTED_SETTINGS
+) -> dict[str, str]:
+    """The server's version and the named settings, as strings (the one settings reader)."""
+    rows = conn.execute(
+        "SELECT name, pg_catalog.current_setting(name) FROM pg_catalog.pg_settings"
+        " WHERE name = ANY(%(names)s) ORDER BY pg_catalog.array_position(%(names)s, name)",
+        {"names": list(names)},
+    ).fetchall()
+    return {str(name): str(value) for name, value in rows}
+
+
+def server_version(conn: psycopg.Connection[Any]) -> str:
+    row = conn.execute("SELECT pg_catalog.version()").fetchone()
+    return str(row[0]) if row else "unknown"

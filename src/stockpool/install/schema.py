@@ -11,8 +11,8 @@ import os
 import subprocess
 import sys
 
-from stockpool.cluster import find_bindir
 from stockpool.errors import StockpoolError
+from stockpool.server.cluster import find_bindir
 
 
 def dump(dsn: str) -> str:

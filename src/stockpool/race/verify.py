@@ -33,17 +33,9 @@ from typing import Any
 import psycopg
 from psycopg.rows import TupleRow
 
+from stockpool.checks import Check
+
 MAX_SHOWN = 3
-
-
-@dataclass
-class Check:
-    name: str
-    passed: bool
-    detail: str
-
-    def as_json(self) -> dict[str, Any]:
-        return {"name": self.name, "passed": self.passed, "detail": self.detail}
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import psycopg
 from psycopg import sql
 
 from stockpool import sql_dir
-from stockpool.errors import StockpoolError
+from stockpool.errors import StockpoolError, first_line, redact
 
 # pg_advisory_lock key of the deployer: 'stockpool' as ASCII in a bigint.
 DEPLOY_LOCK_ID = 0x73746F636B706F6F
@@ -92,14 +92,17 @@ def migrations(root: Path | None = None) -> list[Migration]:
 
 
 def function_files(root: Path | None = None) -> list[Path]:
-    """Re-applied on every deploy: helpers (leading underscore), views, public functions."""
+    """Re-applied on every deploy: helpers (leading underscore), views, public
+    functions, then retired.sql (old signatures dropped)."""
     base = root or sql_dir()
     functions = sorted((base / "functions").glob("*.sql"))
     views = sorted((base / "views").glob("*.sql"))
+    retired = [base / "retired.sql"] if (base / "retired.sql").exists() else []
     return (
         [f for f in functions if f.name.startswith("_")]
         + views
         + [f for f in functions if not f.name.startswith("_")]
+        + retired
     )
 
 
@@ -177,7 +180,7 @@ def deploy(
         conn = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
     except psycopg.Error as exc:  # OperationalError, or ProgrammingError for a malformed DSN
         raise StockpoolError(
-            f"cannot connect to {redact(dsn)}: {str(exc).strip().splitlines()[0]}",
+            f"cannot connect to {redact(dsn)}: {first_line(exc)}",
             hint="check the DSN, that the server is up, and pg_hba.conf",
         ) from exc
     with conn:
@@ -208,6 +211,16 @@ def _deploy_locked(
     owner = sql.Identifier(roles.owner)
     with conn.transaction():
         conn.execute(sql.SQL(BOOTSTRAP).format(owner=owner))
+    report = DeployReport(applied=[], skipped=[], functions=0)
+    _apply_migrations(conn, owner, found, report)
+    if with_functions:
+        _apply_functions(conn, owner, roles, root, report)
+    return report
+
+
+def _applied(conn: psycopg.Connection, found: Sequence[Migration]) -> dict[int, tuple[str, str]]:
+    """The migrations the database has (version -> name, checksum); refuses
+    one that this release does not know, unless a newer release applied it."""
     applied_rows = conn.execute(
         "SELECT version, name, checksum FROM stockpool.migrations ORDER BY version"
     ).fetchall()
@@ -218,12 +231,19 @@ def _deploy_locked(
             continue  # applied by a newer release; fine with --upto
         if version not in known:
             raise StockpoolError(f"applied migration {version:04d}_{name} is missing from sql/migrations")
+    return applied
 
-    report = DeployReport(applied=[], skipped=[], functions=0)
+
+def _apply_migrations(
+    conn: psycopg.Connection, owner: sql.Identifier, found: Sequence[Migration], report: DeployReport
+) -> None:
+    """Each pending migration in its own transaction, as the owner role;
+    an applied one whose file changed is refused."""
+    applied = _applied(conn, found)
     for mig in found:
         label = f"{mig.version:04d}_{mig.name}"
         if mig.version in applied:
-            name, checksum = applied[mig.version]
+            _, checksum = applied[mig.version]
             if checksum != mig.checksum:
                 raise StockpoolError(
                     f"migration {label} was changed after it was applied "
@@ -244,34 +264,31 @@ def _deploy_locked(
             raise _sql_error(f"migration {label}", exc) from exc
         report.applied.append(label)
 
-    if with_functions:
-        current = "functions"
-        try:
-            with conn.transaction():
-                conn.execute(sql.SQL("SET LOCAL ROLE {}").format(owner))
-                for path in function_files(root):
-                    current = path.name
-                    conn.execute(path.read_bytes())
-                    report.functions += 1
-                current = "privileges"
-                conn.execute("RESET ROLE")
-                for stmt in _grants(roles):
-                    conn.execute(stmt)
-        except psycopg.Error as exc:
-            raise _sql_error(current, exc) from exc
-    return report
+
+def _apply_functions(
+    conn: psycopg.Connection, owner: sql.Identifier, roles: Roles, root: Path | None, report: DeployReport
+) -> None:
+    """Every function and view (as the owner role), then the privileges, in one transaction."""
+    current = "functions"
+    try:
+        with conn.transaction():
+            conn.execute(sql.SQL("SET LOCAL ROLE {}").format(owner))
+            for path in function_files(root):
+                current = path.name
+                conn.execute(path.read_bytes())
+                report.functions += 1
+            current = "privileges"
+            conn.execute("RESET ROLE")
+            for stmt in _grants(roles):
+                conn.execute(stmt)
+    except psycopg.Error as exc:
+        raise _sql_error(current, exc) from exc
 
 
 def _sql_error(where: str, exc: psycopg.Error) -> StockpoolError:
     state = exc.sqlstate or "?????"
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    first = first_line(exc)
     hint = None
     if state == "42501":
         hint = "deploy as a superuser, or as a member of the owner role with CREATEROLE"
     return StockpoolError(f"{where} failed, nothing of it was applied: [{state}] {first}", hint=hint)
-
-
-def redact(dsn: str) -> str:
-    """Hide passwords: in the URL's user info, and as a key=value or ?password= parameter."""
-    dsn = re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", dsn)
-    return re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)", r"\1***", dsn)

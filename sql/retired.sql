@@ -1,0 +1,11 @@
+-- retired.sql: function signatures stockpool no longer has.
+-- Applied on every deploy, last in the transaction that re-applies the
+-- functions, so a database upgraded from an older release ends up with the
+-- same functions as a fresh install, and no caller ever sees the old
+-- signature gone before its replacement is there. A function whose argument
+-- list changes gets a new signature from CREATE OR REPLACE; the old one is
+-- dropped here (never with CASCADE: nothing may depend on it).
+
+-- _record_hold gained p_reopen (one hold-row insert for reserve_units,
+-- reserve_cart and re-opened holds).
+DROP FUNCTION IF EXISTS stockpool._record_hold(bigint, uuid, bigint, bigint, integer, interval);

@@ -1,0 +1,145 @@
+"""``stockpool bench``: parse the options into a configuration, run every
+cell on the target server, write and show the reports."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from stockpool.bench import chart, report
+from stockpool.bench.machine import raise_fd_limit
+from stockpool.bench.model import (
+    CATALOGUE_CLIENTS,
+    CATALOGUE_KEYS,
+    DEFAULT_CLIENTS,
+    RESULTS_DIR,
+    SHAPES,
+    STRATEGIES,
+    BenchConfig,
+)
+from stockpool.bench.runner import Bench
+from stockpool.console import console, fail
+from stockpool.errors import StockpoolError
+from stockpool.server import pgbench
+from stockpool.server.target import target
+
+# The bench's own sessions beside pgbench's clients: its admin session, the
+# wait sampler, the pool-health probe, and a few to spare.
+BENCH_SESSIONS = 10
+
+
+def _int_list(text: str, what: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"{what}: comma-separated integers expected, got {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise typer.BadParameter(f"{what}: positive integers expected, got {text!r}")
+    return values
+
+
+def _name_list(text: str, known: Sequence[str], what: str) -> list[str]:
+    if text.strip() in ("", "none"):
+        return []
+    if text.strip() == "all":
+        return list(known)
+    names = [v.strip() for v in text.split(",") if v.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise typer.BadParameter(f"{what}: unknown {', '.join(unknown)}; known: {', '.join(known)}")
+    return [n for n in known if n in names]  # canonical order
+
+
+def command(
+    dsn: Annotated[
+        str | None,
+        typer.Option(
+            "--dsn",
+            envvar="STOCKPOOL_DSN",
+            help="A server to bench on (needs CREATEDB; the bench makes its own databases). "
+            "Default: a throwaway cluster sized for the largest client count.",
+        ),
+    ] = None,
+    clients: Annotated[str, typer.Option(help="Client counts, comma-separated.")] = ",".join(
+        map(str, DEFAULT_CLIENTS)
+    ),
+    seconds: Annotated[int, typer.Option(min=1, help="Seconds per cell.")] = 15,
+    strategies: Annotated[
+        str, typer.Option(help=f"Strategies ('all' or some of {', '.join(STRATEGIES)}).")
+    ] = "all",
+    shapes: Annotated[
+        str, typer.Option(help=f"Counter shapes ('all', 'none' or some of {', '.join(SHAPES)}).")
+    ] = "all",
+    shape_clients: Annotated[
+        str | None, typer.Option(help="Client counts for the counter shapes (default: --clients).")
+    ] = None,
+    cart: Annotated[bool, typer.Option(help="Measure reserve_cart, 5 lines across 5 hot keys.")] = True,
+    checkout: Annotated[
+        bool,
+        typer.Option(
+            help="Measure whole checkouts: reserve then claim or release (stockpool, counter+hold), "
+            "and a 5-line cart then claim."
+        ),
+    ] = True,
+    catalogue_keys: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Catalogue cells: this many keys, one drawn per reservation (uniform and Zipf, "
+            "first touches and warm), stockpool against counter+hold (0: none).",
+        ),
+    ] = CATALOGUE_KEYS,
+    catalogue_clients: Annotated[str, typer.Option(help="Client counts for the catalogue cells.")] = ",".join(
+        map(str, CATALOGUE_CLIENTS)
+    ),
+    soak_seconds: Annotated[int, typer.Option(min=0, help="Soak of the hot key (0: none).")] = 600,
+    soak_clients: Annotated[int, typer.Option(min=1, help="Clients for the soak.")] = 128,
+    jobs: Annotated[int, typer.Option(min=1, help="pgbench threads (-j).")] = max(2, os.cpu_count() or 2),
+    out: Annotated[Path, typer.Option(help="Directory for the JSON, markdown and PNG.")] = RESULTS_DIR,
+    publish: Annotated[
+        bool, typer.Option(help="Also write the run to results/published/ (the README's copy).")
+    ] = False,
+) -> None:
+    """Side-by-side benchmark of reservation strategies on one hot key."""
+    client_list = _int_list(clients, "--clients")
+    chosen = _name_list(strategies, STRATEGIES, "--strategies")
+    if "ceiling" not in chosen:
+        chosen.insert(0, "ceiling")  # every ratio is to the same run's ceiling
+    config = BenchConfig(
+        clients=client_list,
+        seconds=seconds,
+        strategies=chosen,
+        shapes=_name_list(shapes, SHAPES, "--shapes"),
+        shape_clients=_int_list(shape_clients, "--shape-clients") if shape_clients else client_list,
+        cart=cart,
+        checkouts=checkout,
+        catalogue_keys=catalogue_keys,
+        catalogue_clients=_int_list(catalogue_clients, "--catalogue-clients"),
+        soak_seconds=soak_seconds,
+        soak_clients=soak_clients,
+        jobs=jobs,
+    )
+    try:
+        chart.require_chart_library()
+        pgbench.require()
+        most = config.most_clients
+        raise_fd_limit(most)
+        detail = f"{most} clients + {BENCH_SESSIONS} bench sessions"
+        with target(dsn, most + BENCH_SESSIONS, detail=detail) as server:
+            bench = Bench(
+                server.dsn,
+                config,
+                lambda line: console.print(line, highlight=False, soft_wrap=True),
+                server.cpu,
+            )
+            run = bench.execute()
+    except StockpoolError as exc:
+        fail(exc)
+    paths = report.write(run, out, publish=publish)
+    report.print_summary(console, run)
+    for path in paths:
+        console.print(f"wrote {path}")

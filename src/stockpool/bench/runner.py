@@ -1,0 +1,333 @@
+"""The bench's runner: every cell of a run, one after the other.
+
+A cell is one pgbench run in prepared mode on a fresh copy of the template
+database (bench/workspace.py), after VACUUM and CHECKPOINT. While it runs a
+thread samples the wait events of the cell's backends every 200 ms. Latency
+percentiles come from pgbench's per-transaction logs; what a strategy really
+reserved is counted from its tables afterwards, so a cell that sold out or
+lost clients is flagged rather than reported as fast.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.rows import TupleRow
+
+from stockpool.bench import checkouts
+from stockpool.bench.machine import machine
+from stockpool.bench.model import (
+    BIG_STOCK,
+    CART_LINES,
+    CATALOGUE_PER_KEY,
+    MAX_UNIT_ROWS,
+    MIN_UNIT_ROWS,
+    SAMPLE_INTERVAL,
+    SERIALIZABLE_TRIES,
+    SOAK_SAMPLE_INTERVAL,
+    BenchConfig,
+    BenchRun,
+    Cell,
+    Soak,
+    SoakSample,
+    catalogue_name,
+    flag_problems,
+)
+from stockpool.bench.workspace import Workspace, script
+from stockpool.server import cpumeter, pgbench
+from stockpool.server.sampler import Periodic, WaitSampler
+from stockpool.server.stats import wait_for_sessions_gone
+
+POOL_HEALTH = """
+SELECT coalesce(sum(s.n_live_tup), 0)::bigint,
+       coalesce(sum(s.n_dead_tup), 0)::bigint,
+       coalesce(sum(s.autovacuum_count), 0)::bigint
+FROM pg_catalog.pg_inherits AS i
+JOIN pg_catalog.pg_stat_user_tables AS s ON s.relid = i.inhrelid
+WHERE i.inhparent = 'stockpool.pool_units'::pg_catalog.regclass
+    AND s.n_live_tup + s.n_dead_tup > 0
+"""
+
+
+class PoolHealth(Periodic):
+    """The pool partitions' live and dead tuples, every period from one period on."""
+
+    def __init__(self, dsn: str, period: float) -> None:
+        super().__init__("pool-health", dsn, period, start_after=period)
+        self.samples: list[SoakSample] = []
+
+    def tick(self, conn: psycopg.Connection[TupleRow], elapsed: float) -> bool:
+        row = conn.execute(POOL_HEALTH).fetchone()
+        if row:
+            self.samples.append(SoakSample(round(elapsed, 1), int(row[0]), int(row[1]), int(row[2])))
+        return False
+
+
+def _ms(sorted_us: Sequence[int], pct: float) -> float | None:
+    value = pgbench.percentile(sorted_us, pct)
+    return round(value / 1000.0, 3) if value is not None else None
+
+
+def _scalar(conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] = ()) -> Any:
+    row = conn.execute(query.encode(), params).fetchone()
+    return row[0] if row else None
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def _cell(
+    kind: str, name: str, clients: int, seconds: int, result: pgbench.PgbenchResult, waits: WaitSampler
+) -> Cell:
+    """A cell with what pgbench and the wait sampler saw."""
+    log = result.log
+    latencies = log.latencies_us
+    return Cell(
+        kind=kind,
+        name=name,
+        clients=clients,
+        seconds=seconds,
+        transactions=log.succeeded,
+        tps=result.tps,
+        failed=log.failed,
+        retried=log.retried,
+        retries=log.retries,
+        aborted=len(result.aborts),
+        p50_ms=_ms(latencies, 50),
+        p99_ms=_ms(latencies, 99),
+        mean_ms=round(sum(latencies) / len(latencies) / 1000.0, 3) if latencies else None,
+        wait_samples=waits.profile.samples,
+        waits=dict(waits.profile.counts),
+        waits_by_statement={k: dict(v) for k, v in waits.profile.by_statement.items()},
+    )
+
+
+class Bench:
+    def __init__(
+        self,
+        admin_dsn: str,
+        config: BenchConfig,
+        log: Callable[[str], None],
+        cpu: cpumeter.ServerCPU | None = None,
+    ) -> None:
+        self.workspace = Workspace(admin_dsn)
+        self.cpu = cpu  # the server's CPU meter, when it runs on this machine
+        self.config = config
+        self.log = log
+        self.run = BenchRun(config=config, machine={}, started=_now())
+
+    def units_for(self, strategy: str, clients: int) -> int:
+        if strategy in ("skip_locked", "sharded"):
+            ceiling = self.run.cell("strategy", "ceiling", clients)
+            guess = 2 * (ceiling.tps if ceiling else 20_000) * self.config.seconds
+            return int(min(MAX_UNIT_ROWS, max(MIN_UNIT_ROWS, guess)))
+        return BIG_STOCK
+
+    def _pgbench(
+        self,
+        dsn: str,
+        path: Path,
+        clients: int,
+        tag: str,
+        *,
+        max_tries: int = 1,
+        defines: dict[str, object] | None = None,
+        seconds: int | None = None,
+    ) -> pgbench.PgbenchResult:
+        return pgbench.run(
+            dsn,
+            path,
+            clients,
+            seconds=seconds or self.config.seconds,
+            jobs=max(1, min(clients, self.config.jobs)),
+            application_name=tag,
+            max_tries=max_tries,
+            defines=defines,
+            prepared=True,
+        )
+
+    def _measured(
+        self,
+        kind: str,
+        name: str,
+        clients: int,
+        dsn: str,
+        path: Path,
+        tag: str,
+        *,
+        max_tries: int = 1,
+        defines: dict[str, object] | None = None,
+    ) -> tuple[Cell, cpumeter.Reading | None]:
+        """One timed pgbench run under the wait sampler: its cell, and the CPU
+        meter's reading from before it."""
+        cpu_before = self.cpu.read() if self.cpu else None
+        statements = checkouts.STATEMENTS if kind == "checkout" else ()
+        with WaitSampler(self.workspace.admin_dsn, tag, SAMPLE_INTERVAL, statements) as waits:
+            result = self._pgbench(dsn, path, clients, tag, max_tries=max_tries, defines=defines)
+        return _cell(kind, name, clients, self.config.seconds, result, waits), cpu_before
+
+    def _cpu(
+        self, conn: psycopg.Connection[Any], cell: Cell, tag: str, before: cpumeter.Reading | None
+    ) -> None:
+        """CPU per unit, once pgbench's backends have exited (they are counted whole)."""
+        if self.cpu is None or before is None:
+            return
+        wait_for_sessions_gone(conn, tag)
+        per_unit = cpumeter.per_unit_us(
+            before, self.cpu.read(), cell.transactions * cell.units_per_transaction
+        )
+        if per_unit is not None:
+            cell.cpu_server_us, cell.cpu_client_us = (round(v, 1) for v in per_unit)
+
+    def measure(self, kind: str, name: str, clients: int) -> Cell:
+        """A strategy, shape, cart or checkout cell."""
+        if kind == "checkout":
+            prepare_as, path = checkouts.prepare_as(name), script(f"checkout_{name}")
+        else:
+            prepare_as = "cart" if kind == "cart" else name
+            path = script(prepare_as)
+        units = self.units_for(name, clients)
+        dsn = self.workspace.fresh(prepare_as, clients, units)
+        tag = f"stockpool-bench-{name}-{clients}"
+        tries = SERIALIZABLE_TRIES if name == "serializable" else 1
+        cell, cpu_before = self._measured(kind, name, clients, dsn, path, tag, max_tries=tries)
+        cell.units_per_transaction = CART_LINES if kind == "cart" or name == "cart_claim" else 1
+        cell.units_available = units
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            self._cpu(conn, cell, tag, cpu_before)
+            counted_as = name if kind == "checkout" else prepare_as
+            cell.reserved = int(_scalar(conn, "SELECT bench.reserved(%s)", (counted_as,)))
+            if kind == "shape":
+                row = conn.execute("SELECT sold, decremented, drift FROM bench.shape_drift()").fetchone()
+                if row:
+                    cell.drift = {"sold": int(row[0]), "decremented": int(row[1]), "drift": int(row[2])}
+            if prepare_as in ("stockpool", "cart"):
+                cell.invariant_violations = int(
+                    _scalar(conn, "SELECT count(*) FROM stockpool.check_invariants()")
+                )
+        flag_problems(cell)
+        return cell
+
+    def measure_catalogue(self, name: str, clients: int) -> Cell:
+        """One catalogue cell: N keys, a key drawn per reservation. Cold: a fresh
+        copy, every reservation a key's first touches. Warm: the same workload
+        run once for as long beforehand, then measured on the same database."""
+        strategy, dist, phase = name.split(":")
+        prepare_as = f"catalogue_{strategy}"
+        keys = self.config.catalogue_keys
+        dsn = self.workspace.fresh(prepare_as, clients, keys, CATALOGUE_PER_KEY[dist])
+        path = script(f"catalogue_{strategy}_{dist}")
+        tag = f"stockpool-bench-{strategy}-{dist}-{phase}-{clients}"
+        defines: dict[str, object] = {"keys": keys}
+        reserved_before = 0
+        if phase == "warm":
+            self._pgbench(dsn, path, clients, tag + "-warmup", defines=defines)
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                wait_for_sessions_gone(conn, tag + "-warmup")
+                reserved_before = int(_scalar(conn, "SELECT bench.reserved(%s)", (prepare_as,)))
+        cell, cpu_before = self._measured("catalogue", name, clients, dsn, path, tag, defines=defines)
+        cell.units_available = keys * CATALOGUE_PER_KEY[dist]
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            self._cpu(conn, cell, tag, cpu_before)
+            cell.reserved = int(_scalar(conn, "SELECT bench.reserved(%s)", (prepare_as,))) - reserved_before
+            if strategy == "stockpool":
+                row = conn.execute("SELECT * FROM bench.catalogue_footprint()").fetchone()
+                if row:
+                    cell.pool_rows, cell.pool_bytes, cell.keys_touched = (int(v) for v in row)
+                cell.invariant_violations = int(
+                    _scalar(conn, "SELECT count(*) FROM stockpool.check_invariants()")
+                )
+        flag_problems(cell)
+        return cell
+
+    def soak(self) -> Soak:
+        seconds, clients = self.config.soak_seconds, self.config.soak_clients
+        soak = Soak(clients=clients, seconds=seconds)
+        dsn = self.workspace.fresh("stockpool", clients, BIG_STOCK)
+        tag = "stockpool-bench-soak"
+        with (
+            PoolHealth(dsn, SOAK_SAMPLE_INTERVAL) as health,
+            WaitSampler(self.workspace.admin_dsn, tag, 1.0) as waits,
+        ):
+            result = self._pgbench(dsn, script("stockpool"), clients, tag, seconds=seconds)
+        soak.samples = health.samples
+        soak.p50_ms = _ms(result.log.latencies_us, 50)
+        soak.p99_ms = _ms(result.log.latencies_us, 99)
+        soak.transactions, soak.tps, soak.aborted = result.log.succeeded, result.tps, len(result.aborts)
+        # The last interval is usually cut short by the end of the run.
+        soak.tps_by_interval = [
+            round(n / SOAK_SAMPLE_INTERVAL, 1)
+            for slot, n in enumerate(result.log.per_interval(int(SOAK_SAMPLE_INTERVAL)))
+            if (slot + 1) * SOAK_SAMPLE_INTERVAL <= seconds
+        ]
+        soak.waits = dict(waits.profile.counts)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            soak.reserved = int(_scalar(conn, "SELECT bench.reserved('stockpool')"))
+            soak.invariant_violations = int(
+                _scalar(conn, "SELECT count(*) FROM stockpool.check_invariants()")
+            )
+        return soak
+
+    def plan(self) -> list[tuple[str, str, int]]:
+        """Every cell of the run, in order: (kind, name, clients)."""
+        cfg = self.config
+        plan: list[tuple[str, str, int]] = []
+        for clients in cfg.clients:
+            plan += [("strategy", s, clients) for s in cfg.strategies]
+            if cfg.cart:
+                plan.append(("cart", "reserve_cart", clients))
+            if cfg.checkouts:
+                plan += [("checkout", c, clients) for c in checkouts.CHECKOUTS]
+        for clients in cfg.shape_clients:
+            plan += [("shape", s, clients) for s in cfg.shapes]
+        if cfg.catalogue_keys:
+            for clients in cfg.catalogue_clients:
+                plan += [
+                    ("catalogue", catalogue_name(strategy, dist, phase), clients)
+                    for dist in ("uniform", "zipf")
+                    for phase in ("cold", "warm")
+                    for strategy in ("counter_hold", "stockpool")
+                ]
+        return plan
+
+    def execute(self) -> BenchRun:
+        self.log("preparing the template database (stockpool + bench schema)")
+        self.workspace.create_template()
+        with psycopg.connect(self.workspace.template_dsn, autocommit=True) as conn:
+            self.run.machine = machine(conn)
+        plan = self.plan()
+        try:
+            for number, (kind, name, clients) in enumerate(plan, start=1):
+                if kind == "catalogue":
+                    cell = self.measure_catalogue(name, clients)
+                else:
+                    cell = self.measure(kind, name, clients)
+                self.run.cells.append(cell)
+                self.log(_cell_line(number, len(plan), cell))
+            if self.config.soak_seconds > 0:
+                self.log(
+                    f"soak: stockpool at {self.config.soak_clients} clients for {self.config.soak_seconds} s"
+                )
+                self.run.soak = self.soak()
+        finally:
+            self.run.finished = _now()
+            self.run.machine["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+            self.workspace.drop()
+        return self.run
+
+
+def _cell_line(number: int, total: int, cell: Cell) -> str:
+    top = cell.top_wait()
+    wait = f"{top[0]} {top[1]:.0%}" if top else "-"
+    p99 = f"{cell.p99_ms:.1f}" if cell.p99_ms is not None else "-"
+    flag = "" if cell.valid else f"  [{'; '.join(cell.notes) or 'invalid'}]"
+    return (
+        f"[{number}/{total}] {cell.name:>13} x {cell.clients:>3}: {cell.rate:>9.0f}/s  "
+        f"p99 {p99:>8} ms  {wait}{flag}"
+    )

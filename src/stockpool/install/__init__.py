@@ -1,0 +1,2 @@
+"""What puts stockpool's SQL into a database: deploy (migrations, functions,
+roles, grants) and the schema dump."""

@@ -1,0 +1,72 @@
+-- Two rules written once: the hold row (stockpool._record_hold, the only
+-- insert of one, for reserve_units, reserve_cart and re-opened holds) and the
+-- low-water mark (stockpool._refill_mark, which _refill applies and
+-- reserve_units samples).
+BEGIN;
+SELECT plan(19);
+
+-- _record_hold.
+SELECT is(stockpool.set_stock(1, 1500, 1, 10), 10, 'key 1500 at 10');
+SELECT ok(stockpool._record_hold(1, '00000000-0000-0000-0000-000000001500', 1500, 1, 2, '10 minutes', false),
+    'a new hold row: inserted, true');
+SELECT results_eq(
+    $$SELECT quantity, status::text, expires_at > now() + interval '9 minutes'
+      FROM stockpool.holds WHERE checkout_id = '00000000-0000-0000-0000-000000001500'$$,
+    $$VALUES (2, 'held', true)$$,
+    'with its quantity, held, expiring after its ttl');
+SELECT ok(NOT stockpool._record_hold(1, '00000000-0000-0000-0000-000000001500', 1500, 1, 3, '1 minute', false),
+    'the row already there, p_reopen false: false (reserve_units'' idempotency check)');
+SELECT results_eq(
+    $$SELECT quantity, expires_at > now() + interval '9 minutes'
+      FROM stockpool.holds WHERE checkout_id = '00000000-0000-0000-0000-000000001500'$$,
+    $$VALUES (2, true)$$,
+    'and the row is left as it was');
+UPDATE stockpool.holds SET status = 'released' WHERE checkout_id = '00000000-0000-0000-0000-000000001500';
+SELECT ok(stockpool._record_hold(1, '00000000-0000-0000-0000-000000001500', 1500, 1, 3, '1 minute', true),
+    'p_reopen true: a released row is re-opened, true');
+SELECT results_eq(
+    $$SELECT quantity, status::text, expires_at <= now() + interval '1 minute',
+             created_at >= now(), updated_at IS NOT NULL
+      FROM stockpool.holds WHERE checkout_id = '00000000-0000-0000-0000-000000001500'$$,
+    $$VALUES (3, 'held', true, true, true)$$,
+    'held again with the new quantity, ttl and clock');
+SELECT is(
+    (SELECT count(*)::integer FROM pg_catalog.pg_proc
+     WHERE pronamespace = 'stockpool'::regnamespace AND proname = '_record_hold'),
+    1, 'one _record_hold (the old signature is retired)');
+SELECT is(
+    (SELECT count(*)::integer FROM pg_catalog.pg_proc
+     WHERE pronamespace = 'stockpool'::regnamespace
+         AND pg_catalog.pg_get_functiondef(oid) ~* 'INSERT\s+INTO\s+stockpool\.holds'),
+    1, 'no other function inserts a hold row');
+
+-- _refill_mark.
+SELECT is(stockpool._refill_mark(1000, 250, 1000), 250,
+    'a pool filled to its pool_cap is topped up at its low_water');
+SELECT is(stockpool._refill_mark(40000, 250, 1000), 30000,
+    'a demand-sized pool well above pool_cap: when a quarter of its level has gone');
+SELECT is(stockpool._refill_mark(16, 250, 1000), 12,
+    'a small pool: never later than a quarter gone, even below low_water');
+SELECT is(stockpool._refill_mark(2000, 250, 1000), 1250,
+    'in between: pool_cap - low_water below the level');
+SELECT is(
+    (SELECT count(*)::integer FROM pg_catalog.pg_proc
+     WHERE pronamespace = 'stockpool'::regnamespace
+         AND pg_catalog.pg_get_functiondef(oid) ~ '_refill_mark\('
+         AND proname <> '_refill_mark'),
+    2, 'the mark is applied by _refill and sampled by reserve_units, nowhere computed again');
+
+-- _refill applies it: above the mark a low-water look does nothing, at it it refills.
+-- Level 16 (the least a pool has), low_water 250, pool_cap 1000: mark 12.
+SELECT is(stockpool.set_stock(1, 1501, 1, 100), 100, 'key 1501 at 100');
+SELECT is(stockpool.replenish_pool(1, 1501, 1, 13), 13, 'key 1501: 13 units pooled, one above the mark');
+UPDATE stockpool.stock SET pool_target = 10 WHERE item_id = 1501;
+SELECT is(stockpool._refill(1, 1501, 1, p_min_extra => 0, p_wait => false, p_low_water_only => true),
+    0, 'a pool above its mark is left alone by a low-water look, free stock or not');
+SELECT is(stockpool.replenish_pool(1, 1500, 1, 8), 8, 'key 1500: 8 units pooled, below the mark');
+UPDATE stockpool.stock SET pool_target = 10 WHERE item_id = 1500;
+SELECT is(stockpool._refill(1, 1500, 1, p_min_extra => 0, p_wait => false, p_low_water_only => true),
+    2, 'a pool at or below its mark is topped up (to its level of 16; 2 units were free)');
+
+SELECT * FROM finish();
+ROLLBACK;
