@@ -181,20 +181,10 @@ class SoakOptions:
         }
 
     def defines(self, run_id: int, keys: KeyRange) -> dict[str, object]:
-        """The pgbench variables of race_soak.sql."""
-        return {
-            "run": run_id,
-            "shops": self.shops,
-            "items": self.items,
-            "shop_base": 0,
-            "item_base": keys.item_lo - 1,
-            "zipf": self.zipf,
-            "cart_pct": self.cart_pct,
-            "claim_pct": self.claim_pct,
-            "release_pct": self.release_pct,
-            "ttl_s": self.ttl,
-            "abandon_ttl_s": self.abandon_ttl,
-        }
+        """The pgbench variables of race_soak.sql: the mix as the report records it, and the keys."""
+        mix = self.params(0, 0)
+        shared = ("shops", "items", "zipf", "cart_pct", "claim_pct", "release_pct", "ttl_s", "abandon_ttl_s")
+        return {"run": run_id, "shop_base": 0, "item_base": keys.item_lo - 1, **{k: mix[k] for k in shared}}
 
     def validate(self, clients: int, duration: int) -> None:
         """One clear line for the first bad soak flag."""
