@@ -272,6 +272,32 @@ ALTER FUNCTION stockpool._cool(p_shop_id bigint, p_item_id bigint, p_location_id
 COMMENT ON FUNCTION stockpool._cool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quiet interval) IS 'Internal: hand a quiet key''s pool back to its ledger row (never waits).';
 
 --
+-- Name: _cool_quiet(integer, interval); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._cool_quiet(p_batch integer, p_quiet interval) RETURNS integer
+    LANGUAGE sql
+    AS $$
+    SELECT coalesce(pg_catalog.sum(stockpool._cool(k.shop_id, k.item_id, k.location_id, p_quiet)), 0)::integer
+    FROM (
+        SELECT s.shop_id, s.item_id, s.location_id
+        FROM stockpool.stock AS s
+        WHERE s.pool_target > 0
+            AND s.refilled_at < pg_catalog.now() - p_quiet
+        ORDER BY s.refilled_at
+        LIMIT p_batch
+    ) AS k;
+$$;
+
+ALTER FUNCTION stockpool._cool_quiet(p_batch integer, p_quiet interval) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _cool_quiet(p_batch integer, p_quiet interval); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._cool_quiet(p_batch integer, p_quiet interval) IS 'Internal: hand the pools of up to p_batch keys quiet for p_quiet back to their ledger rows; returns units.';
+
+--
 -- Name: _existing_hold(bigint, uuid, bigint, bigint, integer, interval); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -327,6 +353,66 @@ ALTER FUNCTION stockpool._existing_hold(p_shop_id bigint, p_checkout_id uuid, p_
 --
 
 COMMENT ON FUNCTION stockpool._existing_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval) IS 'Internal: idempotency check of a reservation against the checkout''s existing hold.';
+
+--
+-- Name: _expire_due(integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._expire_due(p_batch integer) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_key record;
+    v_holds integer := 0;
+BEGIN
+    FOR v_key IN
+        WITH due AS (
+            SELECT h.shop_id, h.checkout_id, h.item_id, h.location_id
+            FROM stockpool.holds AS h
+            WHERE h.status = 'held'
+                AND h.expires_at <= pg_catalog.now()
+            ORDER BY h.expires_at
+            LIMIT p_batch
+            FOR UPDATE SKIP LOCKED
+        ),
+        expired AS (
+            UPDATE stockpool.holds AS h
+            SET status = 'expired',
+                updated_at = pg_catalog.now()
+            FROM due
+            WHERE h.shop_id = due.shop_id
+                AND h.checkout_id = due.checkout_id
+                AND h.item_id = due.item_id
+                AND h.location_id = due.location_id
+            RETURNING h.shop_id, h.item_id, h.location_id, h.quantity
+        )
+        SELECT e.shop_id, e.item_id, e.location_id,
+               pg_catalog.sum(e.quantity)::integer AS units,
+               pg_catalog.count(*)::integer AS holds,
+               pg_catalog.min(s.buckets) AS buckets
+        FROM expired AS e
+        JOIN stockpool.stock AS s
+            ON s.shop_id = e.shop_id
+            AND s.item_id = e.item_id
+            AND s.location_id = e.location_id
+        GROUP BY e.shop_id, e.item_id, e.location_id
+        ORDER BY e.shop_id, e.item_id, e.location_id
+    LOOP
+        PERFORM stockpool._return_units(v_key.shop_id, v_key.item_id, v_key.location_id,
+                                        v_key.units, v_key.buckets);
+        v_holds := v_holds + v_key.holds;
+    END LOOP;
+    RETURN v_holds;
+END;
+$$;
+
+ALTER FUNCTION stockpool._expire_due(p_batch integer) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _expire_due(p_batch integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._expire_due(p_batch integer) IS 'Internal: expire up to p_batch overdue holds (SKIP LOCKED) and return their units; returns holds expired.';
 
 --
 -- Name: _expire_key(bigint, bigint, bigint, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -797,6 +883,30 @@ ALTER FUNCTION stockpool._settle(p_shop_id bigint, p_item_id bigint, p_location_
 --
 
 COMMENT ON FUNCTION stockpool._settle(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_wait boolean, p_checkout_id uuid, p_quantity integer) IS 'Internal: fold a key''s pending claims (and the caller''s own) into its ledger row, with their movements; NULL when the row is busy and p_wait is false.';
+
+--
+-- Name: _settle_due(integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._settle_due(p_batch integer) RETURNS integer
+    LANGUAGE sql
+    AS $$
+    SELECT coalesce(pg_catalog.sum(stockpool._settle(k.shop_id, k.item_id, k.location_id, false)), 0)::integer
+    FROM (
+        SELECT DISTINCT c.shop_id, c.item_id, c.location_id
+        FROM stockpool.pending_claims AS c
+        ORDER BY c.shop_id, c.item_id, c.location_id
+        LIMIT p_batch
+    ) AS k;
+$$;
+
+ALTER FUNCTION stockpool._settle_due(p_batch integer) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _settle_due(p_batch integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._settle_due(p_batch integer) IS 'Internal: fold the pending claims of up to p_batch keys whose ledger row is free; returns units folded.';
 
 SET default_tablespace = '';
 
@@ -1345,6 +1455,49 @@ ALTER FUNCTION stockpool._take_waiting(p_shop_id bigint, p_item_id bigint, p_loc
 COMMENT ON FUNCTION stockpool._take_waiting(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer) IS 'Internal: blocking, unit_id-ordered claim used only on the near-sellout path.';
 
 --
+-- Name: _top_up_low(integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._top_up_low(p_batch integer) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_key record;
+    v_added integer := 0;
+BEGIN
+    FOR v_key IN
+        SELECT s.shop_id, s.item_id, s.location_id
+        FROM stockpool.stock AS s
+        WHERE s.pool_target > 0
+            AND s.on_hand > s.allocated
+        ORDER BY pg_catalog.random()
+        LIMIT p_batch
+    LOOP
+        CONTINUE WHEN NOT pg_catalog.pg_try_advisory_xact_lock(
+            stockpool._key_lock_id(v_key.shop_id, v_key.item_id, v_key.location_id));
+        PERFORM
+        FROM stockpool.stock AS s
+        WHERE s.shop_id = v_key.shop_id
+            AND s.item_id = v_key.item_id
+            AND s.location_id = v_key.location_id
+        FOR NO KEY UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND;
+        v_added := v_added + stockpool._refill(v_key.shop_id, v_key.item_id, v_key.location_id,
+                                               p_min_extra => 0, p_wait => false, p_low_water_only => true);
+    END LOOP;
+    RETURN v_added;
+END;
+$$;
+
+ALTER FUNCTION stockpool._top_up_low(p_batch integer) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _top_up_low(p_batch integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._top_up_low(p_batch integer) IS 'Internal: top up the pools of up to p_batch keys at or below their low-water mark, by try-locks only; returns units.';
+
+--
 -- Name: _unknown_key(bigint, bigint, bigint); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -1693,6 +1846,59 @@ ALTER FUNCTION stockpool.configure_pool(p_shop_id bigint, p_item_id bigint, p_lo
 --
 
 COMMENT ON FUNCTION stockpool.configure_pool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_pool_cap integer, p_low_water integer, p_buckets integer) IS 'Change a key''s pool cap, low-water mark and bucket count (NULL keeps a setting). SQLSTATEs: 22004 NULL key argument, 22023 setting out of range, SP001 unknown key.';
+
+--
+-- Name: maintain(interval, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool.maintain(p_budget interval DEFAULT '00:00:00.25'::interval, p_batch integer DEFAULT 500) RETURNS TABLE(expired integer, settled integer, refilled integer, cooled integer)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    -- A pool not refilled for this long goes back to its ledger row.
+    c_quiet constant interval := '60 seconds';
+    v_until timestamptz := pg_catalog.clock_timestamp() + p_budget;
+    v_batch integer;
+BEGIN
+    IF p_budget IS NULL OR p_batch IS NULL THEN
+        RAISE EXCEPTION 'stockpool.maintain: % must not be NULL',
+            stockpool._null_args(ARRAY['p_budget', 'p_batch'], ARRAY[p_budget IS NULL, p_batch IS NULL])
+            USING ERRCODE = '22004';
+    END IF;
+    IF p_budget <= interval '0' OR p_batch <= 0 THEN
+        RAISE EXCEPTION 'stockpool.maintain: p_budget and p_batch must be positive, got % and %',
+            p_budget, p_batch
+            USING ERRCODE = '22023';
+    END IF;
+
+    expired := 0;
+    settled := 0;
+    refilled := 0;
+    cooled := 0;
+    LOOP
+        v_batch := stockpool._expire_due(p_batch);
+        expired := expired + v_batch;
+        EXIT WHEN v_batch < p_batch OR pg_catalog.clock_timestamp() >= v_until;
+    END LOOP;
+    IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
+        settled := stockpool._settle_due(p_batch);
+        IF pg_catalog.clock_timestamp() < v_until THEN
+            refilled := stockpool._top_up_low(p_batch);
+        END IF;
+        cooled := stockpool._cool_quiet(p_batch, c_quiet);
+    END IF;
+    RETURN NEXT;
+END;
+$$;
+
+ALTER FUNCTION stockpool.maintain(p_budget interval, p_batch integer) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION maintain(p_budget interval, p_batch integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool.maintain(p_budget interval, p_batch integer) IS 'One maintenance cycle within about p_budget: expire overdue holds in batches, fold pending claims, top up pools at their low-water mark, hand quiet pools back. Returns (expired, settled, refilled, cooled). Never waits; concurrent maintainers take disjoint work. SQLSTATEs: 22004 NULL argument, 22023 not positive.';
 
 --
 -- Name: release(bigint, uuid); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -2110,8 +2316,7 @@ CREATE FUNCTION stockpool.sweep(p_batch integer DEFAULT 500) RETURNS integer
 DECLARE
     -- A pool not refilled for this long goes back to its ledger row.
     c_quiet constant interval := '60 seconds';
-    v_key record;
-    v_holds integer := 0;
+    v_holds integer;
 BEGIN
     IF p_batch IS NULL THEN
         RAISE EXCEPTION 'stockpool.sweep: p_batch must not be NULL'
@@ -2122,63 +2327,10 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
 
-    FOR v_key IN
-        WITH due AS (
-            SELECT h.shop_id, h.checkout_id, h.item_id, h.location_id
-            FROM stockpool.holds AS h
-            WHERE h.status = 'held'
-                AND h.expires_at <= pg_catalog.now()
-            ORDER BY h.expires_at
-            LIMIT p_batch
-            FOR UPDATE SKIP LOCKED
-        ),
-        expired AS (
-            UPDATE stockpool.holds AS h
-            SET status = 'expired',
-                updated_at = pg_catalog.now()
-            FROM due
-            WHERE h.shop_id = due.shop_id
-                AND h.checkout_id = due.checkout_id
-                AND h.item_id = due.item_id
-                AND h.location_id = due.location_id
-            RETURNING h.shop_id, h.item_id, h.location_id, h.quantity
-        )
-        SELECT e.shop_id, e.item_id, e.location_id,
-               pg_catalog.sum(e.quantity)::integer AS units,
-               pg_catalog.count(*)::integer AS holds,
-               pg_catalog.min(s.buckets) AS buckets
-        FROM expired AS e
-        JOIN stockpool.stock AS s
-            ON s.shop_id = e.shop_id
-            AND s.item_id = e.item_id
-            AND s.location_id = e.location_id
-        GROUP BY e.shop_id, e.item_id, e.location_id
-        ORDER BY e.shop_id, e.item_id, e.location_id
-    LOOP
-        PERFORM stockpool._return_units(v_key.shop_id, v_key.item_id, v_key.location_id,
-                                        v_key.units, v_key.buckets);
-        v_holds := v_holds + v_key.holds;
-    END LOOP;
-
+    v_holds := stockpool._expire_due(p_batch);
     IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
-        FOR v_key IN
-            SELECT DISTINCT c.shop_id, c.item_id, c.location_id
-            FROM stockpool.pending_claims AS c
-            ORDER BY c.shop_id, c.item_id, c.location_id
-            LIMIT p_batch
-        LOOP
-            PERFORM stockpool._settle(v_key.shop_id, v_key.item_id, v_key.location_id, false);
-        END LOOP;
-        FOR v_key IN
-            SELECT s.shop_id, s.item_id, s.location_id
-            FROM stockpool.stock AS s
-            WHERE s.pool_target > 0
-                AND s.refilled_at < pg_catalog.now() - c_quiet
-            ORDER BY s.refilled_at
-            LIMIT p_batch
-        LOOP
-            PERFORM stockpool._cool(v_key.shop_id, v_key.item_id, v_key.location_id, c_quiet);
-        END LOOP;
+        PERFORM stockpool._settle_due(p_batch);
+        PERFORM stockpool._cool_quiet(p_batch, c_quiet);
     END IF;
 
     RETURN v_holds;
@@ -2761,6 +2913,7 @@ ALTER TABLE ONLY stockpool.movements
 
 GRANT USAGE ON SCHEMA stockpool TO stockpool_app;
 GRANT USAGE ON SCHEMA stockpool TO stockpool_monitor;
+GRANT USAGE ON SCHEMA stockpool TO stockpool_worker;
 
 --
 -- Name: FUNCTION _add_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
@@ -2781,10 +2934,22 @@ REVOKE ALL ON FUNCTION stockpool._apply_on_hand(p_shop_id bigint, p_item_id bigi
 REVOKE ALL ON FUNCTION stockpool._cool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quiet interval) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _cool_quiet(p_batch integer, p_quiet interval); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._cool_quiet(p_batch integer, p_quiet interval) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _existing_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval); Type: ACL; Schema: stockpool; Owner: stockpool_owner
 --
 
 REVOKE ALL ON FUNCTION stockpool._existing_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _expire_due(p_batch integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._expire_due(p_batch integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _expire_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_buckets integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
@@ -2847,6 +3012,12 @@ REVOKE ALL ON FUNCTION stockpool._return_units(p_shop_id bigint, p_item_id bigin
 REVOKE ALL ON FUNCTION stockpool._settle(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_wait boolean, p_checkout_id uuid, p_quantity integer) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _settle_due(p_batch integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._settle_due(p_batch integer) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _stock_row(p_shop_id bigint, p_item_id bigint, p_location_id bigint); Type: ACL; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -2875,6 +3046,12 @@ REVOKE ALL ON FUNCTION stockpool._take_lines(p_shop_id bigint, p_item_ids bigint
 --
 
 REVOKE ALL ON FUNCTION stockpool._take_waiting(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _top_up_low(p_batch integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._top_up_low(p_batch integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _unknown_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint); Type: ACL; Schema: stockpool; Owner: stockpool_owner
@@ -2910,6 +3087,14 @@ GRANT ALL ON FUNCTION stockpool.claim(p_shop_id bigint, p_checkout_id uuid) TO s
 
 REVOKE ALL ON FUNCTION stockpool.configure_pool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_pool_cap integer, p_low_water integer, p_buckets integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION stockpool.configure_pool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_pool_cap integer, p_low_water integer, p_buckets integer) TO stockpool_app;
+
+--
+-- Name: FUNCTION maintain(p_budget interval, p_batch integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool.maintain(p_budget interval, p_batch integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION stockpool.maintain(p_budget interval, p_batch integer) TO stockpool_app;
+GRANT ALL ON FUNCTION stockpool.maintain(p_budget interval, p_batch integer) TO stockpool_worker;
 
 --
 -- Name: FUNCTION release(p_shop_id bigint, p_checkout_id uuid); Type: ACL; Schema: stockpool; Owner: stockpool_owner
@@ -2952,6 +3137,7 @@ GRANT ALL ON FUNCTION stockpool.set_stock(p_shop_id bigint, p_item_id bigint, p_
 
 REVOKE ALL ON FUNCTION stockpool.sweep(p_batch integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION stockpool.sweep(p_batch integer) TO stockpool_app;
+GRANT ALL ON FUNCTION stockpool.sweep(p_batch integer) TO stockpool_worker;
 
 --
 -- Name: FUNCTION take_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner

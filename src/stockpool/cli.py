@@ -15,6 +15,7 @@ from stockpool.bench.command import command as bench_command
 from stockpool.console import DsnOption, console, err_console, fail
 from stockpool.errors import StockpoolError
 from stockpool.install.deploy import Roles, deploy
+from stockpool.maintenance.command import command as worker_command
 from stockpool.race.command import command as race_command
 from stockpool.server.target import target
 
@@ -33,11 +34,14 @@ def deploy_cmd(
     monitor_role: Annotated[
         str, typer.Option(help="Role allowed to read health views.")
     ] = "stockpool_monitor",
+    worker_role: Annotated[
+        str, typer.Option(help="Role allowed to run maintenance (maintain, sweep) and nothing else.")
+    ] = "stockpool_worker",
     lock_wait: Annotated[str, typer.Option(help="How long to wait for another deployer.")] = "60s",
 ) -> None:
     """Apply pending migrations and re-apply every function (idempotent)."""
     try:
-        report = deploy(dsn, Roles(owner_role, app_role, monitor_role), lock_wait=lock_wait)
+        report = deploy(dsn, Roles(owner_role, app_role, monitor_role, worker_role), lock_wait=lock_wait)
     except StockpoolError as exc:
         fail(exc)
     applied = ", ".join(report.applied) or "none"
@@ -69,6 +73,7 @@ def exec_cmd(
 
 app.command("race")(race_command)
 app.command("bench")(bench_command)
+app.command("worker")(worker_command)
 
 
 def pg_env(url: str) -> dict[str, str]:

@@ -7,7 +7,7 @@
 -- check_invariants and read stock_levels, a role nobody granted anything may
 -- do nothing. Negative controls: leaked grants that the finder must report.
 BEGIN;
-SELECT plan(13);
+SELECT plan(14);
 
 -- Every attempt: (label, statement).
 CREATE FUNCTION pg_temp.attempts() RETURNS TABLE (label text, stmt text)
@@ -71,9 +71,10 @@ $$;
 
 CREATE TEMPORARY TABLE api_calls AS
 SELECT ARRAY(SELECT format('call %s', name) FROM unnest(ARRAY[
-    'set_stock', 'adjust_stock', 'reserve_units', 'reserve_cart', 'claim', 'release', 'sweep',
+    'set_stock', 'adjust_stock', 'reserve_units', 'reserve_cart', 'claim', 'release', 'sweep', 'maintain',
     'replenish_pool', 'take_units', 'configure_pool', 'check_invariants']) AS name) AS app,
-    ARRAY['call check_invariants', 'select stockpool.stock_levels'] AS monitor;
+    ARRAY['call check_invariants', 'select stockpool.stock_levels'] AS monitor,
+    ARRAY['call maintain', 'call sweep'] AS worker;
 CREATE ROLE stockpool_test_fresh NOLOGIN;
 
 SELECT is(stockpool.set_stock(1, 1600, 1, 10), 10, 'key 1600 at 10');
@@ -89,6 +90,8 @@ SELECT is_empty($$SELECT * FROM pg_temp.leaks('stockpool_app', (SELECT app FROM 
     'app: everything but the public API is refused with 42501');
 SELECT is_empty($$SELECT * FROM pg_temp.leaks('stockpool_monitor', (SELECT monitor FROM api_calls))$$,
     'monitor: everything but check_invariants and stock_levels is refused with 42501');
+SELECT is_empty($$SELECT * FROM pg_temp.leaks('stockpool_worker', (SELECT worker FROM api_calls))$$,
+    'worker: everything but maintain and sweep is refused with 42501');
 SELECT is_empty($$SELECT * FROM pg_temp.leaks('stockpool_test_fresh', '{}')$$,
     'a role nobody granted anything: everything is refused (PUBLIC has nothing)');
 SELECT results_eq(
@@ -99,8 +102,8 @@ SELECT results_eq(
     'and the attempts changed nothing');
 SELECT is_empty(
     $$SELECT m.roleid::regrole, m.member::regrole FROM pg_catalog.pg_auth_members AS m
-      WHERE m.roleid::regrole::text IN ('stockpool_owner', 'stockpool_app', 'stockpool_monitor')
-          AND m.member::regrole::text IN ('stockpool_owner', 'stockpool_app', 'stockpool_monitor')$$,
+      WHERE m.roleid::regrole::text IN ('stockpool_owner', 'stockpool_app', 'stockpool_monitor', 'stockpool_worker')
+          AND m.member::regrole::text IN ('stockpool_owner', 'stockpool_app', 'stockpool_monitor', 'stockpool_worker')$$,
     'no stockpool role is a member of another');
 
 -- Negative controls: a leaked grant is reported, by name.

@@ -4,7 +4,7 @@
 -- check_invariants; PUBLIC gets nothing. Then the same, shown by acting as
 -- each role.
 BEGIN;
-SELECT plan(129);
+SELECT plan(151);
 
 -- The public API: name -> identity arguments (deploy.PUBLIC_FUNCTIONS).
 CREATE TEMPORARY TABLE api (name name, args name[]);
@@ -16,6 +16,7 @@ INSERT INTO api VALUES
     ('claim', ARRAY['bigint', 'uuid']),
     ('release', ARRAY['bigint', 'uuid']),
     ('sweep', ARRAY['integer']),
+    ('maintain', ARRAY['interval', 'integer']),
     ('replenish_pool', ARRAY['bigint', 'bigint', 'bigint', 'integer']),
     ('take_units', ARRAY['bigint', 'bigint', 'bigint', 'integer']),
     ('configure_pool', ARRAY['bigint', 'bigint', 'bigint', 'integer', 'integer', 'integer']),
@@ -24,12 +25,12 @@ GRANT SELECT ON api TO PUBLIC;
 
 -- Roles.
 SELECT has_role(r, format('role %s exists', r))
-FROM unnest(ARRAY['stockpool_owner', 'stockpool_app', 'stockpool_monitor']::name[]) AS r;
+FROM unnest(ARRAY['stockpool_owner', 'stockpool_app', 'stockpool_monitor', 'stockpool_worker']::name[]) AS r;
 SELECT is_empty(
     $$SELECT rolname FROM pg_catalog.pg_roles
-      WHERE rolname IN ('stockpool_owner', 'stockpool_app', 'stockpool_monitor')
+      WHERE rolname IN ('stockpool_owner', 'stockpool_app', 'stockpool_monitor', 'stockpool_worker')
           AND (rolcanlogin OR rolsuper OR rolcreaterole OR rolcreatedb OR rolbypassrls)$$,
-    'the three roles are NOLOGIN with no special attributes (members log in)');
+    'the four roles are NOLOGIN with no special attributes (members log in)');
 
 -- Ownership.
 SELECT schema_owner_is('stockpool', 'stockpool_owner', 'the owner owns the schema');
@@ -51,6 +52,7 @@ SELECT is_empty(
 -- Schema.
 SELECT schema_privs_are('stockpool', 'stockpool_app', ARRAY['USAGE'], 'app: USAGE on the schema, no CREATE');
 SELECT schema_privs_are('stockpool', 'stockpool_monitor', ARRAY['USAGE'], 'monitor: USAGE on the schema, no CREATE');
+SELECT schema_privs_are('stockpool', 'stockpool_worker', ARRAY['USAGE'], 'worker: USAGE on the schema, no CREATE');
 SELECT schema_privs_are('stockpool', 'public', ARRAY[]::text[], 'PUBLIC: nothing on the schema');
 
 -- Tables: nothing for anyone but the owner.
@@ -87,6 +89,10 @@ SELECT function_privs_are('stockpool', a.name, a.args, 'stockpool_monitor',
     CASE WHEN a.name = 'check_invariants' THEN ARRAY['EXECUTE'] ELSE ARRAY[]::text[] END,
     format('monitor: %s on %s()', CASE WHEN a.name = 'check_invariants' THEN 'EXECUTE' ELSE 'nothing' END, a.name))
 FROM api AS a;
+SELECT function_privs_are('stockpool', a.name, a.args, 'stockpool_worker',
+    CASE WHEN a.name IN ('maintain', 'sweep') THEN ARRAY['EXECUTE'] ELSE ARRAY[]::text[] END,
+    format('worker: %s on %s()', CASE WHEN a.name IN ('maintain', 'sweep') THEN 'EXECUTE' ELSE 'nothing' END, a.name))
+FROM api AS a;
 SELECT function_privs_are('stockpool', a.name, a.args, 'public', ARRAY[]::text[],
     format('PUBLIC: nothing on %s()', a.name))
 FROM api AS a;
@@ -95,8 +101,9 @@ SELECT is_empty(
       WHERE p.pronamespace = 'stockpool'::regnamespace
           AND p.proname NOT IN (SELECT name FROM api)
           AND (has_function_privilege('stockpool_app', p.oid, 'EXECUTE')
-               OR has_function_privilege('stockpool_monitor', p.oid, 'EXECUTE'))$$,
-    'no internal helper is executable by app or monitor');
+               OR has_function_privilege('stockpool_monitor', p.oid, 'EXECUTE')
+               OR has_function_privilege('stockpool_worker', p.oid, 'EXECUTE'))$$,
+    'no internal helper is executable by app, monitor or worker');
 -- A NULL ACL means the built-in default, which for functions is EXECUTE to PUBLIC.
 SELECT is_empty(
     $$SELECT p.oid::regprocedure FROM pg_catalog.pg_proc AS p
@@ -121,8 +128,8 @@ SELECT set_eq(
     $$SELECT DISTINCT pg_get_userbyid(x.grantee)::text COLLATE "default"
       FROM pg_catalog.pg_proc AS p, aclexplode(p.proacl) AS x
       WHERE p.pronamespace = 'stockpool'::regnamespace$$,
-    ARRAY['stockpool_owner', 'stockpool_app', 'stockpool_monitor'],
-    'functions are granted to the three stockpool roles only');
+    ARRAY['stockpool_owner', 'stockpool_app', 'stockpool_monitor', 'stockpool_worker'],
+    'functions are granted to the four stockpool roles only');
 
 -- Acting as the app: the API works, the tables do not.
 SELECT is(stockpool.set_stock(1, 1400, 1, 5), 5, 'key 1400 at 5 (as superuser)');
@@ -170,6 +177,15 @@ SELECT throws_ok($$SELECT stockpool.reserve_units(1, 1400, 1, 1, '00000000-0000-
 SELECT throws_ok('SELECT stockpool.sweep()', '42501', NULL, 'monitor: sweep: 42501');
 SELECT throws_ok('SELECT FROM stockpool.stock', '42501', NULL, 'monitor: SELECT FROM stock: 42501');
 SELECT throws_ok('SELECT FROM stockpool.pool_units', '42501', NULL, 'monitor: SELECT FROM pool_units: 42501');
+RESET ROLE;
+
+-- Acting as the worker: maintenance, nothing else.
+SET LOCAL ROLE stockpool_worker;
+SELECT lives_ok('SELECT * FROM stockpool.maintain()', 'worker: maintain works');
+SELECT lives_ok('SELECT stockpool.sweep()', 'worker: sweep works');
+SELECT throws_ok($$SELECT stockpool.reserve_units(1, 1400, 1, 1, '00000000-0000-0000-0000-000000000905')$$,
+    '42501', NULL, 'worker: reserve_units: 42501');
+SELECT throws_ok('SELECT FROM stockpool.stock_levels', '42501', NULL, 'worker: stock_levels: 42501');
 RESET ROLE;
 
 -- A role with only what PUBLIC has can do nothing at all.

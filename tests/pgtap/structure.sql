@@ -4,7 +4,7 @@
 -- the append-only triggers, and every function with its exact signature,
 -- return type and comment.
 BEGIN;
-SELECT plan(110);
+SELECT plan(113);
 
 -- "name type [NOT NULL] [DEFAULT ...] [GENERATED ...]" for each column, in order.
 CREATE FUNCTION pg_temp.columns_of(p_table regclass)
@@ -250,16 +250,17 @@ ORDER BY c.relname;
 
 -- Functions: exactly these, with exact signatures and return types.
 SELECT functions_are('stockpool',
-    ARRAY['set_stock', 'adjust_stock', 'reserve_units', 'reserve_cart', 'claim', 'release', 'sweep',
+    ARRAY['set_stock', 'adjust_stock', 'reserve_units', 'reserve_cart', 'claim', 'release', 'sweep', 'maintain',
           'replenish_pool', 'take_units', 'configure_pool', 'check_invariants',
-          '_add_units', '_apply_on_hand', '_cool', '_existing_hold', '_expire_key', '_key_lock_id', '_lock_checkout',
+          '_add_units', '_apply_on_hand', '_cool', '_cool_quiet', '_existing_hold', '_expire_due', '_expire_key', '_key_lock_id', '_lock_checkout',
           '_movements_immutable', '_null_args', '_record_hold', '_refill', '_refill_mark', '_return_units', '_settle',
+          '_settle_due', '_top_up_low',
           '_stock_row', '_take',
           '_take_ledger', '_take_lines', '_take_waiting', '_unknown_key'],
     'stockpool has exactly its functions');
 SELECT is(
     (SELECT count(*)::integer FROM pg_catalog.pg_proc WHERE pronamespace = 'stockpool'::regnamespace),
-    31, 'no function is overloaded (31 names, 31 functions)');
+    36, 'no function is overloaded (36 names, 36 functions)');
 SELECT results_eq(
     $$SELECT p.proname::text COLLATE "default", pg_get_function_arguments(p.oid), pg_get_function_result(p.oid)
       FROM pg_catalog.pg_proc AS p
@@ -270,6 +271,7 @@ SELECT results_eq(
       ('check_invariants', '', 'TABLE(shop_id bigint, item_id bigint, location_id bigint, invariant text, detail text)'),
       ('claim', 'p_shop_id bigint, p_checkout_id uuid', 'integer'),
       ('configure_pool', 'p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_pool_cap integer DEFAULT NULL::integer, p_low_water integer DEFAULT NULL::integer, p_buckets integer DEFAULT NULL::integer', 'void'),
+      ('maintain', 'p_budget interval DEFAULT ''00:00:00.25''::interval, p_batch integer DEFAULT 500', 'TABLE(expired integer, settled integer, refilled integer, cooled integer)'),
       ('release', 'p_shop_id bigint, p_checkout_id uuid', 'integer'),
       ('replenish_pool', 'p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_cap integer DEFAULT NULL::integer', 'integer'),
       ('reserve_cart', 'p_shop_id bigint, p_checkout_id uuid, p_item_ids bigint[], p_location_ids bigint[], p_quantities integer[], p_ttl interval DEFAULT ''00:15:00''::interval', 'boolean'),
@@ -285,13 +287,14 @@ SELECT has_function('stockpool', 'reserve_cart', ARRAY['bigint', 'uuid', 'bigint
 SELECT has_function('stockpool', 'claim', ARRAY['bigint', 'uuid']);
 SELECT has_function('stockpool', 'release', ARRAY['bigint', 'uuid']);
 SELECT has_function('stockpool', 'sweep', ARRAY['integer']);
+SELECT has_function('stockpool', 'maintain', ARRAY['interval', 'integer']);
 SELECT has_function('stockpool', 'replenish_pool', ARRAY['bigint', 'bigint', 'bigint', 'integer']);
 SELECT has_function('stockpool', 'take_units', ARRAY['bigint', 'bigint', 'bigint', 'integer']);
 SELECT has_function('stockpool', 'configure_pool', ARRAY['bigint', 'bigint', 'bigint', 'integer', 'integer', 'integer']);
 SELECT has_function('stockpool', 'check_invariants', ARRAY[]::name[]);
 SELECT function_lang_is('stockpool', f, 'plpgsql', format('%s is plpgsql', f))
 FROM unnest(ARRAY['set_stock', 'adjust_stock', 'reserve_units', 'reserve_cart', 'claim', 'release', 'sweep',
-                  'replenish_pool', 'take_units', 'configure_pool']::name[]) AS f;
+                  'maintain', 'replenish_pool', 'take_units', 'configure_pool']::name[]) AS f;
 SELECT function_lang_is('stockpool', 'check_invariants', 'sql', 'check_invariants is plain SQL');
 SELECT is_empty(
     $$SELECT p.oid::regprocedure FROM pg_catalog.pg_proc AS p

@@ -22,6 +22,7 @@ from stockpool.install.deploy import (
     DEPLOY_LOCK_ID,
     MONITOR_FUNCTIONS,
     PUBLIC_FUNCTIONS,
+    WORKER_FUNCTIONS,
     DeployReport,
     Roles,
     deploy,
@@ -257,8 +258,8 @@ def _granted(conn: psycopg.Connection, role: str) -> set[tuple[str, str, str]]:
 @pytest.mark.parametrize(
     "roles",
     [
-        Roles(owner="x_owner", app="x_app", monitor="x_monitor"),
-        Roles("Shop Owner", "shop-app", "Shop.Monitor"),
+        Roles(owner="x_owner", app="x_app", monitor="x_monitor", worker="x_worker"),
+        Roles("Shop Owner", "shop-app", "Shop.Monitor", "shop worker"),
     ],
     ids=["plain", "needs-quoting"],
 )
@@ -285,7 +286,10 @@ def test_custom_role_names_get_the_grants(roles: Roles, empty_db: str) -> None:
                 ("relation", "stock_levels", "SELECT"),
                 *(("function", name, "EXECUTE") for name in MONITOR_FUNCTIONS),
             }
-            for default in ("stockpool_app", "stockpool_monitor"):
+            assert _granted(conn, roles.worker) == {("schema", "stockpool", "USAGE")} | {
+                ("function", name, "EXECUTE") for name in WORKER_FUNCTIONS
+            }
+            for default in ("stockpool_app", "stockpool_monitor", "stockpool_worker"):
                 row = conn.execute(
                     "SELECT pg_catalog.has_schema_privilege(%s, 'stockpool', 'USAGE')", (default,)
                 ).fetchone()
@@ -305,6 +309,6 @@ def test_custom_role_names_get_the_grants(roles: Roles, empty_db: str) -> None:
             assert _granted(conn, roles.app) == before
         finally:
             conn.execute("RESET ROLE")
-            names = sql.SQL(", ").join(sql.Identifier(r) for r in (roles.owner, roles.app, roles.monitor))
+            names = sql.SQL(", ").join(sql.Identifier(r) for r in (roles.owner, *roles.granted))
             conn.execute(sql.SQL("DROP OWNED BY {} CASCADE").format(names))
             conn.execute(sql.SQL("DROP ROLE {}").format(names))

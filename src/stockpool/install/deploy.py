@@ -39,6 +39,7 @@ PUBLIC_FUNCTIONS: dict[str, str] = {
     "claim": "bigint, uuid",
     "release": "bigint, uuid",
     "sweep": "integer",
+    "maintain": "interval, integer",
     "replenish_pool": "bigint, bigint, bigint, integer",
     "take_units": "bigint, bigint, bigint, integer",
     "configure_pool": "bigint, bigint, bigint, integer, integer, integer",
@@ -46,6 +47,8 @@ PUBLIC_FUNCTIONS: dict[str, str] = {
 }
 MONITOR_FUNCTIONS = ("check_invariants",)
 MONITOR_VIEWS = ("stock_levels",)
+# The maintenance worker's role may run maintenance and nothing else.
+WORKER_FUNCTIONS = ("maintain", "sweep")
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,12 @@ class Roles:
     owner: str = "stockpool_owner"
     app: str = "stockpool_app"
     monitor: str = "stockpool_monitor"
+    worker: str = "stockpool_worker"
+
+    @property
+    def granted(self) -> tuple[str, str, str]:
+        """The roles that get grants (the owner owns instead)."""
+        return (self.app, self.monitor, self.worker)
 
 
 @dataclass(frozen=True)
@@ -133,29 +142,28 @@ def _ensure_role(conn: psycopg.Connection, role: str) -> None:
 
 
 def _grants(roles: Roles) -> list[sql.SQL | sql.Composed]:
-    owner, app, monitor = (sql.Identifier(r) for r in (roles.owner, roles.app, roles.monitor))
+    granted = sql.SQL(", ").join(sql.Identifier(r) for r in roles.granted)
+    app, monitor, worker = (sql.Identifier(r) for r in roles.granted)
     stmts: list[sql.SQL | sql.Composed] = [
         sql.SQL("REVOKE ALL ON SCHEMA stockpool FROM PUBLIC"),
-        sql.SQL("REVOKE ALL ON ALL TABLES IN SCHEMA stockpool FROM PUBLIC, {}, {}").format(app, monitor),
-        sql.SQL("REVOKE ALL ON ALL SEQUENCES IN SCHEMA stockpool FROM PUBLIC, {}, {}").format(app, monitor),
-        sql.SQL("REVOKE ALL ON ALL FUNCTIONS IN SCHEMA stockpool FROM PUBLIC, {}, {}").format(app, monitor),
-        sql.SQL("GRANT USAGE ON SCHEMA stockpool TO {}, {}").format(app, monitor),
+        sql.SQL("REVOKE ALL ON ALL TABLES IN SCHEMA stockpool FROM PUBLIC, {}").format(granted),
+        sql.SQL("REVOKE ALL ON ALL SEQUENCES IN SCHEMA stockpool FROM PUBLIC, {}").format(granted),
+        sql.SQL("REVOKE ALL ON ALL FUNCTIONS IN SCHEMA stockpool FROM PUBLIC, {}").format(granted),
+        sql.SQL("GRANT USAGE ON SCHEMA stockpool TO {}").format(granted),
     ]
-    for name, args in PUBLIC_FUNCTIONS.items():
-        stmts.append(
-            sql.SQL("GRANT EXECUTE ON FUNCTION stockpool.{}({}) TO {}").format(
-                sql.Identifier(name), sql.SQL(args), app
+    for role, names in (
+        (app, tuple(PUBLIC_FUNCTIONS)),
+        (monitor, MONITOR_FUNCTIONS),
+        (worker, WORKER_FUNCTIONS),
+    ):
+        for name in names:
+            stmts.append(
+                sql.SQL("GRANT EXECUTE ON FUNCTION stockpool.{}({}) TO {}").format(
+                    sql.Identifier(name), sql.SQL(PUBLIC_FUNCTIONS[name]), role
+                )
             )
-        )
-    for name in MONITOR_FUNCTIONS:
-        stmts.append(
-            sql.SQL("GRANT EXECUTE ON FUNCTION stockpool.{}({}) TO {}").format(
-                sql.Identifier(name), sql.SQL(PUBLIC_FUNCTIONS[name]), monitor
-            )
-        )
     for view in MONITOR_VIEWS:
         stmts.append(sql.SQL("GRANT SELECT ON stockpool.{} TO {}").format(sql.Identifier(view), monitor))
-    del owner
     return stmts
 
 
@@ -206,7 +214,7 @@ def _deploy_locked(
     root: Path | None,
     with_functions: bool,
 ) -> DeployReport:
-    for role in (roles.owner, roles.app, roles.monitor):
+    for role in (roles.owner, *roles.granted):
         _ensure_role(conn, role)
     owner = sql.Identifier(roles.owner)
     with conn.transaction():

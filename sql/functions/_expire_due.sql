@@ -1,0 +1,60 @@
+-- _expire_due: expire up to p_batch overdue holds and put their units back
+-- (stockpool._return_units: the ledger row of a key without a pool, else its
+-- pool). Returns the number of holds expired.
+-- Locks: the overdue hold rows FOR UPDATE SKIP LOCKED (a hold being claimed
+-- or released is left to its owner; concurrent callers take disjoint
+-- batches), then per key what _return_units takes (SKIP LOCKED or inserts):
+-- never waits. Touches holds, pool_units, stock, movements.
+CREATE OR REPLACE FUNCTION stockpool._expire_due(
+    p_batch integer
+)
+RETURNS integer
+LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_key record;
+    v_holds integer := 0;
+BEGIN
+    FOR v_key IN
+        WITH due AS (
+            SELECT h.shop_id, h.checkout_id, h.item_id, h.location_id
+            FROM stockpool.holds AS h
+            WHERE h.status = 'held'
+                AND h.expires_at <= pg_catalog.now()
+            ORDER BY h.expires_at
+            LIMIT p_batch
+            FOR UPDATE SKIP LOCKED
+        ),
+        expired AS (
+            UPDATE stockpool.holds AS h
+            SET status = 'expired',
+                updated_at = pg_catalog.now()
+            FROM due
+            WHERE h.shop_id = due.shop_id
+                AND h.checkout_id = due.checkout_id
+                AND h.item_id = due.item_id
+                AND h.location_id = due.location_id
+            RETURNING h.shop_id, h.item_id, h.location_id, h.quantity
+        )
+        SELECT e.shop_id, e.item_id, e.location_id,
+               pg_catalog.sum(e.quantity)::integer AS units,
+               pg_catalog.count(*)::integer AS holds,
+               pg_catalog.min(s.buckets) AS buckets
+        FROM expired AS e
+        JOIN stockpool.stock AS s
+            ON s.shop_id = e.shop_id
+            AND s.item_id = e.item_id
+            AND s.location_id = e.location_id
+        GROUP BY e.shop_id, e.item_id, e.location_id
+        ORDER BY e.shop_id, e.item_id, e.location_id
+    LOOP
+        PERFORM stockpool._return_units(v_key.shop_id, v_key.item_id, v_key.location_id,
+                                        v_key.units, v_key.buckets);
+        v_holds := v_holds + v_key.holds;
+    END LOOP;
+    RETURN v_holds;
+END;
+$function$;
+
+COMMENT ON FUNCTION stockpool._expire_due(integer) IS
+'Internal: expire up to p_batch overdue holds (SKIP LOCKED) and return their units; returns holds expired.';

@@ -1,0 +1,49 @@
+-- _top_up_low: top up the pools of up to p_batch pooled keys with free stock
+-- that are at or below their low-water mark (stockpool._refill with
+-- p_low_water_only: it counts the pool against stockpool._refill_mark), so
+-- that buyers find units without refilling themselves. Only keys with a pool
+-- are looked at (a key gets one when its buyers meet and gives it back when
+-- it cools down, so they are few); in random order, so that with more than
+-- p_batch of them every one is looked at in turn.
+-- Locks, per key and only by trying: the key's refill lock, then its ledger
+-- row SKIP LOCKED (the order _refill takes them in; _refill then finds both
+-- held and waits for neither). A key whose locks are busy is skipped: its
+-- holder is refilling or using it. Never waits: two maintainers that each
+-- settled one key's row and then waited for the other's would deadlock.
+-- Returns units added. Touches stock, pool_units, pending_claims, movements.
+CREATE OR REPLACE FUNCTION stockpool._top_up_low(
+    p_batch integer
+)
+RETURNS integer
+LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_key record;
+    v_added integer := 0;
+BEGIN
+    FOR v_key IN
+        SELECT s.shop_id, s.item_id, s.location_id
+        FROM stockpool.stock AS s
+        WHERE s.pool_target > 0
+            AND s.on_hand > s.allocated
+        ORDER BY pg_catalog.random()
+        LIMIT p_batch
+    LOOP
+        CONTINUE WHEN NOT pg_catalog.pg_try_advisory_xact_lock(
+            stockpool._key_lock_id(v_key.shop_id, v_key.item_id, v_key.location_id));
+        PERFORM
+        FROM stockpool.stock AS s
+        WHERE s.shop_id = v_key.shop_id
+            AND s.item_id = v_key.item_id
+            AND s.location_id = v_key.location_id
+        FOR NO KEY UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND;
+        v_added := v_added + stockpool._refill(v_key.shop_id, v_key.item_id, v_key.location_id,
+                                               p_min_extra => 0, p_wait => false, p_low_water_only => true);
+    END LOOP;
+    RETURN v_added;
+END;
+$function$;
+
+COMMENT ON FUNCTION stockpool._top_up_low(integer) IS
+'Internal: top up the pools of up to p_batch keys at or below their low-water mark, by try-locks only; returns units.';

@@ -1,0 +1,66 @@
+-- maintain: one maintenance cycle, in one call and one transaction, within
+-- about p_budget: expire overdue holds in batches of p_batch (until none is
+-- due or the budget is spent), then fold the pending claims of up to p_batch
+-- keys, top up the pools of up to p_batch keys at or below their low-water
+-- mark, and hand the pools of keys quiet for 60 seconds back to their ledger
+-- rows. Returns one row: what it did (holds expired, claimed units folded,
+-- units added to pools, units handed back).
+-- For a scheduler: `stockpool worker` calls it every second, pg_cron at most
+-- once a minute (docs/operations.md). Several maintainers at once collide on
+-- nothing: every lock is taken SKIP LOCKED or tried (_expire_due,
+-- _settle_due, _top_up_low, _cool_quiet), so they take disjoint work and
+-- never wait, on each other or on buyers. The budget is checked between
+-- batches; one batch is not interrupted. In a REPEATABLE READ or
+-- SERIALIZABLE transaction it only expires (as sweep does).
+-- Raises 22004 (NULL argument), 22023 (p_budget or p_batch not positive).
+-- Touches holds, pool_units, pending_claims, stock, movements.
+CREATE OR REPLACE FUNCTION stockpool.maintain(
+    p_budget interval DEFAULT '250 milliseconds',
+    p_batch integer DEFAULT 500
+)
+RETURNS TABLE (expired integer, settled integer, refilled integer, cooled integer)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $function$
+DECLARE
+    -- A pool not refilled for this long goes back to its ledger row.
+    c_quiet constant interval := '60 seconds';
+    v_until timestamptz := pg_catalog.clock_timestamp() + p_budget;
+    v_batch integer;
+BEGIN
+    IF p_budget IS NULL OR p_batch IS NULL THEN
+        RAISE EXCEPTION 'stockpool.maintain: % must not be NULL',
+            stockpool._null_args(ARRAY['p_budget', 'p_batch'], ARRAY[p_budget IS NULL, p_batch IS NULL])
+            USING ERRCODE = '22004';
+    END IF;
+    IF p_budget <= interval '0' OR p_batch <= 0 THEN
+        RAISE EXCEPTION 'stockpool.maintain: p_budget and p_batch must be positive, got % and %',
+            p_budget, p_batch
+            USING ERRCODE = '22023';
+    END IF;
+
+    expired := 0;
+    settled := 0;
+    refilled := 0;
+    cooled := 0;
+    LOOP
+        v_batch := stockpool._expire_due(p_batch);
+        expired := expired + v_batch;
+        EXIT WHEN v_batch < p_batch OR pg_catalog.clock_timestamp() >= v_until;
+    END LOOP;
+    IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
+        settled := stockpool._settle_due(p_batch);
+        IF pg_catalog.clock_timestamp() < v_until THEN
+            refilled := stockpool._top_up_low(p_batch);
+        END IF;
+        cooled := stockpool._cool_quiet(p_batch, c_quiet);
+    END IF;
+    RETURN NEXT;
+END;
+$function$;
+
+COMMENT ON FUNCTION stockpool.maintain(interval, integer) IS
+'One maintenance cycle within about p_budget: expire overdue holds in batches, fold pending claims, '
+'top up pools at their low-water mark, hand quiet pools back. Returns (expired, settled, refilled, cooled). '
+'Never waits; concurrent maintainers take disjoint work. SQLSTATEs: 22004 NULL argument, 22023 not positive.';
