@@ -16,6 +16,7 @@ from stockpool.console import DsnOption, console, err_console, fail
 from stockpool.errors import StockpoolError
 from stockpool.install.deploy import Roles, deploy
 from stockpool.maintenance.command import command as worker_command
+from stockpool.maintenance.schedule import schedule as maintenance_schedule
 from stockpool.race.command import command as race_command
 from stockpool.server.target import target
 
@@ -38,10 +39,23 @@ def deploy_cmd(
         str, typer.Option(help="Role allowed to run maintenance (maintain, sweep) and nothing else.")
     ] = "stockpool_worker",
     lock_wait: Annotated[str, typer.Option(help="How long to wait for another deployer.")] = "60s",
+    schedule: Annotated[
+        bool,
+        typer.Option(
+            "--schedule", help="Also register the maintenance cycle as a pg_cron job (every minute)."
+        ),
+    ] = False,
+    schedule_as: Annotated[
+        str | None,
+        typer.Option(
+            help="Login role the pg_cron job runs as (a member of the worker role). Default: yours."
+        ),
+    ] = None,
 ) -> None:
     """Apply pending migrations and re-apply every function (idempotent)."""
     try:
         report = deploy(dsn, Roles(owner_role, app_role, monitor_role, worker_role), lock_wait=lock_wait)
+        job = maintenance_schedule(dsn, schedule_as) if schedule else None
     except StockpoolError as exc:
         fail(exc)
     applied = ", ".join(report.applied) or "none"
@@ -50,6 +64,8 @@ def deploy_cmd(
         f"functions and views re-applied: {report.functions}",
         soft_wrap=True,
     )
+    if job is not None:
+        console.print(job.line(), soft_wrap=True)
 
 
 @app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
