@@ -17,6 +17,14 @@ Retry rules (the same for callers in any language):
 
 Backoff is capped exponential with full jitter: attempt n sleeps a uniform
 random time in [0, min(cap, base * 2**n)].
+
+Behind a transaction pooler (pgbouncer in transaction mode, 1.18 as in Debian
+12) a session must not use named prepared statements: the next transaction
+may run on another server connection, which never saw them. psycopg prepares
+a statement after its fifth execution by default, so the client turns that
+off when it is told it goes through a pooler (``pooled=True``) or, by
+default, when it detects one: the server's own port differs from the port it
+connected to (:func:`behind_pooler`).
 """
 
 from __future__ import annotations
@@ -63,11 +71,26 @@ def is_retryable(exc: BaseException, idempotent: bool) -> bool:
     return idempotent and is_connection_lost(exc)
 
 
+def behind_pooler(conn: psycopg.Connection) -> bool:
+    """True when something (a pooler, a proxy) sits between this session and
+    the server: the server listens on another port than the one connected to.
+    A Unix-socket connection is taken as direct."""
+    row = conn.execute("SELECT pg_catalog.inet_server_port()").fetchone()
+    server_port = row[0] if row else None
+    try:
+        client_port = int(conn.info.port)
+    except (TypeError, ValueError):
+        return False
+    return server_port is not None and int(server_port) != client_port
+
+
 class Client:
     """Calls the stockpool functions, one autocommit statement each, with retries.
 
     ``connect`` opens a new connection (default: ``psycopg.connect(dsn,
     autocommit=True)``); the client reconnects after a lost connection.
+    ``pooled``: True when the DSN is a transaction pooler, False when it is
+    the server, None (default) to detect it on each new connection.
     """
 
     def __init__(
@@ -77,6 +100,7 @@ class Client:
         connect: Callable[[], psycopg.Connection] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
+        pooled: bool | None = None,
     ) -> None:
         self.dsn = dsn
         self.retry = retry or RetryPolicy()
@@ -85,6 +109,7 @@ class Client:
         self._rng = rng or random.Random()
         self._conn: psycopg.Connection | None = None
         self.retries = 0
+        self.pooled = pooled
 
     def close(self) -> None:
         if self._conn is not None:
@@ -99,7 +124,10 @@ class Client:
 
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed or self._conn.broken:
-            self._conn = self._connect()
+            conn = self._connect()
+            if self.pooled or (self.pooled is None and behind_pooler(conn)):
+                conn.prepare_threshold = None
+            self._conn = conn
         return self._conn
 
     def _call(self, function: str, args: Sequence[Any], idempotent: bool, types: Sequence[str] = ()) -> Any:

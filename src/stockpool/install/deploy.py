@@ -23,6 +23,7 @@ import psycopg
 from psycopg import sql
 
 from stockpool import sql_dir
+from stockpool.client import behind_pooler
 from stockpool.errors import StockpoolError, first_line, redact
 
 # pg_advisory_lock key of the deployer: 'stockpool' as ASCII in a bigint.
@@ -192,6 +193,16 @@ def deploy(
             hint="check the DSN, that the server is up, and pg_hba.conf",
         ) from exc
     with conn:
+        conn.prepare_threshold = None
+        if behind_pooler(conn):
+            # The deploy lock is a session lock and each migration a
+            # transaction of the same session: through a transaction pooler
+            # neither holds. Refuse before anything is written.
+            raise StockpoolError(
+                f"{redact(dsn)} is not the server itself (a pooler or a proxy is in between); "
+                "nothing was deployed",
+                hint="deploy with a DSN that reaches PostgreSQL directly, not through pgbouncer",
+            )
         conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(lock_wait)))
         try:
             conn.execute("SELECT pg_catalog.pg_advisory_lock(%s)", (DEPLOY_LOCK_ID,))

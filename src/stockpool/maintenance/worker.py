@@ -105,8 +105,13 @@ class Worker:
     def connect(self) -> psycopg.Connection[TupleRow]:
         """A session that may run maintenance; StockpoolError when no retry can help."""
         try:
+            # No named prepared statements: the DSN may be a transaction pooler.
             conn = psycopg.connect(
-                self.dsn, autocommit=True, application_name=APPLICATION_NAME, connect_timeout=10
+                self.dsn,
+                autocommit=True,
+                application_name=APPLICATION_NAME,
+                connect_timeout=10,
+                prepare_threshold=None,
             )
         except psycopg.OperationalError as exc:
             if _fatal(exc):

@@ -4,6 +4,7 @@ one failed, 2 for bad flags or a database that cannot be used."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from stockpool.race.report import RunReport, render, write_json
 from stockpool.race.sellout import sellout
 from stockpool.race.soak import SoakOptions, soak
 from stockpool.server import pgbench, stats
+from stockpool.server.pooler import POOLERS, pgbouncer
 from stockpool.server.target import connect, target
 
 DEFAULT_SCENARIOS = ["sellout", "soak"]
@@ -44,6 +46,7 @@ class Plan:
     hot_duration: int
     soak_options: SoakOptions
     sample_ms: int = 200
+    pooler: str = "none"
 
     @property
     def max_clients(self) -> int:
@@ -99,6 +102,7 @@ def make_plan(
     hot_duration: int,
     soak_options: SoakOptions,
     sample_ms: int = 200,
+    pooler: str = "none",
 ) -> Plan:
     """Every flag checked before anything starts: one clear line for the first bad one."""
     scenarios, default_duration = _scenarios(scenario, shape)
@@ -118,6 +122,8 @@ def make_plan(
         validate(hot_duration=(hot_duration, 1))
     if not 100 <= sample_ms <= 250:
         raise StockpoolError(f"--sample-ms must be between 100 and 250, got {sample_ms}")
+    if pooler not in POOLERS:
+        raise StockpoolError(f"unknown --pooler {pooler!r}", hint=f"one of: {', '.join(POOLERS)}")
     plan = Plan(
         scenarios=scenarios,
         shape=shape,
@@ -130,6 +136,7 @@ def make_plan(
         hot_duration=hot_duration,
         soak_options=soak_options,
         sample_ms=sample_ms,
+        pooler=pooler,
     )
     if "soak" in plan.scenarios:
         soak_options.validate(clients, plan.duration)
@@ -175,25 +182,42 @@ def execute(plan: Plan, dsn: str | None) -> tuple[list[RunReport], dict[str, Any
                 "scenarios": plan.scenarios,
                 "shape": plan.shape,
             }
-        progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            TextColumn("{task.percentage:>3.0f}%"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-        )
-        with (
-            progress,
-            temporary_harness(
-                server.dsn,
-                server_log=server.server_log,
-                progress=progress,
-                sample_interval=plan.sample_ms / 1000,
-            ) as h,
-        ):
-            return run_plan(h, plan), meta
+        with contextlib.ExitStack() as stack:
+            clients = server.dsn
+            if plan.pooler == "pgbouncer":
+                pooled = stack.enter_context(pgbouncer(server.dsn, sessions))
+                clients = pooled.dsn
+                meta["pooler"] = (
+                    f"pgbouncer, transaction mode, {pooled.pool_size} server connections "
+                    "(2 x CPU cores + 4); clients, sweeper and replenisher go through it"
+                )
+            return _run_with_progress(plan, server.dsn, clients, server.server_log), meta
     raise AssertionError("unreachable")
+
+
+def _run_with_progress(
+    plan: Plan, dsn: str, clients: str, server_log: stats.ServerLog | None
+) -> list[RunReport]:
+    """The plan's runs under a progress bar on the terminal."""
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+    with (
+        progress,
+        temporary_harness(
+            dsn,
+            server_log=server_log,
+            progress=progress,
+            sample_interval=plan.sample_ms / 1000,
+            client_dsn=clients,
+        ) as h,
+    ):
+        return run_plan(h, plan)
 
 
 def command(
@@ -233,6 +257,12 @@ def command(
     hot_clients: Annotated[str, typer.Option(help="hot: comma-separated client counts.")] = "1,8,32,128,512",
     hot_duration: Annotated[int, typer.Option(help="hot: seconds per client count.")] = 10,
     sample_ms: Annotated[int, typer.Option(help="Wait-event sampling period in ms (100-250).")] = 200,
+    pooler: Annotated[
+        str,
+        typer.Option(
+            help="none, or pgbouncer: clients go through a throwaway pgbouncer in transaction mode."
+        ),
+    ] = "none",
     results: Annotated[Path, typer.Option(help="Directory for the JSON report.")] = Path("results"),
 ) -> None:
     """Race the package under load, check every guarantee, show where contention went."""
@@ -260,6 +290,7 @@ def command(
             hot_duration,
             soak_options,
             sample_ms,
+            pooler,
         )
         reports, meta = execute(plan, dsn)
     except StockpoolError as exc:

@@ -57,12 +57,19 @@ def pgbench_script(name: str) -> Path:
 class Harness:
     """What the runs on one database share."""
 
-    dsn: str
+    dsn: str  # the server itself: setup, checks and observers
     log_root: Path  # pgbench per-transaction logs, one directory per run
     server_log: stats.ServerLog | None = None  # only for clusters we started
     progress: Progress | None = None
     sample_interval: float = 0.2
     installed: bool = False
+    # Where the clients and the back-office sessions connect: the server, or a
+    # transaction pooler in front of it (then no named prepared statements).
+    client_dsn: str = ""
+
+    @property
+    def clients(self) -> str:
+        return self.client_dsn or self.dsn
 
     def install(self) -> None:
         """Create the harness schema (idempotent; serialised by an advisory lock)."""
@@ -144,7 +151,7 @@ def measure(
     try:
         with WaitSampler(h.dsn, f"{APP_PREFIX}{run_id}/", h.sample_interval) as sampler:
             result = pgbench.run(
-                h.dsn,
+                h.clients,
                 pgbench_script(script),
                 clients,
                 log_dir=log_dir,

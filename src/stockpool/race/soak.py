@@ -239,8 +239,8 @@ def _soak(h: Harness, clients: int, duration: int, o: SoakOptions) -> RunReport:
     h.install()
     params = o.params(clients, duration)
     run_id, keys = _stock_keys(h, o, params)
-    sweeper = Sweeper(h.dsn, run_id)
-    replenisher = Replenisher(h.dsn, run_id, keys, o.hot_items, low=max(o.stock // 5, 1), receive=o.stock)
+    sweeper = Sweeper(h.clients, run_id)
+    replenisher = Replenisher(h.clients, run_id, keys, o.hot_items, low=max(o.stock // 5, 1), receive=o.stock)
     checker = Checker(h.dsn, run_id, keys, o.check_every)
     settling = SettlingWatch(h.dsn, keys)
     m = measure(

@@ -111,8 +111,14 @@ class Periodic(threading.Thread):
     def run(self) -> None:
         self.started_at = time.monotonic()
         try:
+            # No named prepared statements: the session may go through a
+            # transaction pooler (pgbouncer 1.18 has none in that mode).
             conn = psycopg.connect(
-                self.dsn, autocommit=True, application_name=self.application_name, connect_timeout=10
+                self.dsn,
+                autocommit=True,
+                application_name=self.application_name,
+                connect_timeout=10,
+                prepare_threshold=None,
             )
         except psycopg.Error as exc:
             self._record(exc)

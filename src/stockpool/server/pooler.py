@@ -1,0 +1,122 @@
+"""A throwaway PgBouncer in transaction mode in front of a server.
+
+The harness runs the pooler every PostgreSQL production uses (one server
+process per connection makes thousands of direct clients expensive): Debian
+12's pgbouncer 1.18, in transaction pooling, which gives a client a server
+connection for one transaction at a time and has no server-side prepared
+statements in that mode (1.21 added them). Clients of a transaction pooler
+must therefore not use named prepared statements: pgbench runs in its simple
+protocol, psycopg sessions with ``prepare_threshold=None``.
+
+The server pool is sized to the machine: ``2 x CPU cores + 4`` server
+connections (with 2 cores: 8). More active server processes than cores only
+queue on the CPU and on the WAL flush, which is what the pooler is there to
+avoid; the clients beyond it wait in the pooler instead (SHOW POOLS:
+``cl_waiting``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from stockpool.errors import StockpoolError
+from stockpool.server.cluster import SERVER_USER, free_port
+
+POOLERS = ("none", "pgbouncer")
+
+
+def pool_size(cpus: int | None = None) -> int:
+    """Server connections per database and user: 2 x CPU cores + 4."""
+    return 2 * (cpus or os.cpu_count() or 2) + 4
+
+
+@dataclass(frozen=True)
+class Pooler:
+    dsn: str  # the server's DSN with host and port of the pooler
+    admin_dsn: str  # pgbouncer's admin console (SHOW STATS, SHOW POOLS)
+    pool_size: int
+    logfile: Path
+
+
+def through(dsn: str, port: int) -> str:
+    return make_conninfo(dsn, host="127.0.0.1", port=str(port))
+
+
+@contextlib.contextmanager
+def pgbouncer(server_dsn: str, clients: int) -> Iterator[Pooler]:
+    """Start pgbouncer in front of ``server_dsn`` for ``clients`` clients; stop it afterwards."""
+    binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
+    if not Path(binary).exists():
+        raise StockpoolError("pgbouncer not found", hint="apt-get install pgbouncer (Debian 12: 1.18)")
+    info = conninfo_to_dict(server_dsn)
+    user = str(info.get("user") or SERVER_USER)
+    root = Path(tempfile.mkdtemp(prefix="stockpool-pgbouncer-"))
+    port = free_port()
+    size = pool_size()
+    (root / "userlist.txt").write_text(f'"{user}" ""\n')
+    (root / "pgbouncer.ini").write_text(
+        "[databases]\n"
+        f"* = host={info.get('host') or '127.0.0.1'} port={info.get('port') or 5432}\n"
+        "[pgbouncer]\n"
+        "listen_addr = 127.0.0.1\n"
+        f"listen_port = {port}\n"
+        f"unix_socket_dir = {root}\n"
+        "auth_type = trust\n"
+        f"auth_file = {root / 'userlist.txt'}\n"
+        f"admin_users = {user}\n"
+        "pool_mode = transaction\n"
+        f"default_pool_size = {size}\n"
+        "reserve_pool_size = 0\n"
+        f"max_client_conn = {clients + 100}\n"
+        "max_db_connections = 0\n"
+        "server_reset_query =\n"
+        "ignore_startup_parameters = extra_float_digits\n"
+        f"logfile = {root / 'pgbouncer.log'}\n"
+        f"pidfile = {root / 'pgbouncer.pid'}\n"
+    )
+    argv = [binary, str(root / "pgbouncer.ini")]
+    if os.geteuid() == 0:
+        entry = pwd.getpwnam(SERVER_USER)
+        for path in (root, *root.iterdir()):
+            os.chown(path, entry.pw_uid, entry.pw_gid)
+        argv = ["runuser", "-u", SERVER_USER, "--", *argv]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        pooled = through(server_dsn, port)
+        _wait_ready(pooled, proc)
+        yield Pooler(pooled, make_conninfo(pooled, dbname="pgbouncer"), size, root / "pgbouncer.log")
+    finally:
+        proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _wait_ready(dsn: str, proc: subprocess.Popen[str], timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            err = (proc.stderr.read() if proc.stderr else "").strip().splitlines()
+            raise StockpoolError(f"pgbouncer exited at start: {err[-1] if err else proc.returncode}")
+        try:
+            with psycopg.connect(dsn, autocommit=True, connect_timeout=2, prepare_threshold=None) as conn:
+                conn.execute("SELECT 1")
+                return
+        except psycopg.OperationalError:
+            time.sleep(0.1)
+    raise StockpoolError("pgbouncer did not accept connections within 20 s")
