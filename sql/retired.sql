@@ -9,3 +9,6 @@
 -- _record_hold gained p_reopen (one hold-row insert for reserve_units,
 -- reserve_cart and re-opened holds).
 DROP FUNCTION IF EXISTS stockpool._record_hold(bigint, uuid, bigint, bigint, integer, interval);
+
+-- _top_up_low gained p_quiet (a pool about to cool is not topped up).
+DROP FUNCTION IF EXISTS stockpool._top_up_low(integer);

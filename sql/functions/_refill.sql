@@ -21,10 +21,8 @@
 -- transaction is refilling (no buyer queues on a refill it does not need).
 -- p_low_water_only: do nothing while more than the refill mark are pooled
 -- (stockpool._refill_mark, the one low-water rule).
--- That check must stay cheap on a pool of 100,000 units: up to 4,096 units
--- it counts them (at most mark + 1), above that it counts one random bucket
--- (at most mark / buckets + 1) and scales up, which is close enough because
--- claims and refills spread units evenly over the buckets.
+-- That check must stay cheap on a pool of 100,000 units: it counts no
+-- further than the mark needs (stockpool._pooled_upto).
 -- Locks, in this order: the key's transaction-scoped advisory lock, then,
 -- only when the pool is below its mark, the ledger row FOR NO KEY UPDATE
 -- (waiting; the key's pending claims are folded under it); both held to
@@ -44,16 +42,12 @@ RETURNS integer
 LANGUAGE plpgsql
 AS $function$
 DECLARE
-    -- Seconds of demand a pool holds, the least and the most it holds.
+    -- Seconds of demand a pool holds, and the most it holds (the least: _pool_level).
     c_pool_seconds constant numeric := 20;
-    c_pool_min constant integer := 16;
     c_pool_max constant integer := 262144;
-    -- Above this mark the low-water check counts one bucket, not the pool.
-    c_exact_count constant integer := 4096;
     v_stock stockpool.stock;
     v_level integer;
     v_mark integer;
-    v_bucket integer;
     v_pooled integer;
     v_seconds numeric;
     v_target integer;
@@ -80,7 +74,7 @@ BEGIN
 
     -- Count what is pooled before touching the ledger row, never more
     -- entries than the decision needs.
-    v_level := GREATEST(c_pool_min, v_stock.pool_target);
+    v_level := stockpool._pool_level(v_stock.pool_target);
     v_mark := stockpool._refill_mark(v_level, v_stock.low_water, v_stock.pool_cap);
     IF NOT p_low_water_only THEN
         SELECT pg_catalog.count(*)::integer INTO v_pooled
@@ -92,28 +86,8 @@ BEGIN
                 AND u.location_id = p_location_id
             LIMIT GREATEST(coalesce(p_cap, c_pool_max), p_min_extra)
         ) AS live;
-    ELSIF v_mark <= c_exact_count THEN
-        SELECT pg_catalog.count(*)::integer INTO v_pooled
-        FROM (
-            SELECT 1
-            FROM stockpool.pool_units AS u
-            WHERE u.shop_id = p_shop_id
-                AND u.item_id = p_item_id
-                AND u.location_id = p_location_id
-            LIMIT v_mark + 1
-        ) AS live;
     ELSE
-        v_bucket := pg_catalog.floor(pg_catalog.random() * v_stock.buckets)::integer;
-        SELECT pg_catalog.count(*)::integer * v_stock.buckets INTO v_pooled
-        FROM (
-            SELECT 1
-            FROM stockpool.pool_units AS u
-            WHERE u.shop_id = p_shop_id
-                AND u.item_id = p_item_id
-                AND u.location_id = p_location_id
-                AND u.bucket = v_bucket
-            LIMIT v_mark / v_stock.buckets + 1
-        ) AS live;
+        v_pooled := stockpool._pooled_upto(p_shop_id, p_item_id, p_location_id, v_mark, v_stock.buckets);
     END IF;
 
     IF p_low_water_only AND v_pooled > v_mark THEN
@@ -135,15 +109,15 @@ BEGIN
     ELSIF v_stock.pool_target = 0 THEN
         -- The key's first pool (its buyers just met, or met again after it
         -- cooled down): small, whatever an old refilled_at would suggest.
-        v_target := c_pool_min;
+        v_target := stockpool._pool_level(0);
     ELSE
-        v_level := GREATEST(c_pool_min, v_stock.pool_target);
+        v_level := stockpool._pool_level(v_stock.pool_target);
         v_seconds := EXTRACT(EPOCH FROM pg_catalog.now() - v_stock.refilled_at);
         IF v_seconds > 0 AND v_level > v_pooled THEN
             -- What the pool gave out since it was filled to v_level, per second.
             v_target := LEAST((v_level - v_pooled) / v_seconds * c_pool_seconds,
                               2::numeric * v_level, c_pool_max)::integer;
-            v_target := GREATEST(v_target, c_pool_min);
+            v_target := stockpool._pool_level(v_target);
         ELSE
             v_target := v_level;
         END IF;

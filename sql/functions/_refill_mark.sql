@@ -16,8 +16,9 @@ LANGUAGE sql
 IMMUTABLE
 PARALLEL SAFE
 AS $function$
-    SELECT LEAST(p_level * 3 / 4,
-                 GREATEST(p_low_water, p_level - GREATEST(p_pool_cap - p_low_water, p_level / 4)));
+    -- bigint: three quarters of a level near the integer maximum must not overflow.
+    SELECT LEAST(p_level::bigint * 3 / 4,
+                 GREATEST(p_low_water, p_level - GREATEST(p_pool_cap - p_low_water, p_level / 4)))::integer;
 $function$;
 
 COMMENT ON FUNCTION stockpool._refill_mark(integer, integer, integer) IS

@@ -5,6 +5,9 @@
 -- are looked at (a key gets one when its buyers meet and gives it back when
 -- it cools down, so they are few); in random order, so that with more than
 -- p_batch of them every one is looked at in turn.
+-- A pool not refilled for p_quiet is left alone: it is about to go back to
+-- its ledger row (stockpool._cool_quiet). The pool is counted first without
+-- any lock (stockpool._pooled_upto): only a key at or below its mark is locked.
 -- Locks, per key and only by trying: the key's refill lock, then its ledger
 -- row SKIP LOCKED (the order _refill takes them in; _refill then finds both
 -- held and waits for neither). A key whose locks are busy is skipped: its
@@ -12,7 +15,8 @@
 -- settled one key's row and then waited for the other's would deadlock.
 -- Returns units added. Touches stock, pool_units, pending_claims, movements.
 CREATE OR REPLACE FUNCTION stockpool._top_up_low(
-    p_batch integer
+    p_batch integer,
+    p_quiet interval
 )
 RETURNS integer
 LANGUAGE plpgsql
@@ -22,13 +26,19 @@ DECLARE
     v_added integer := 0;
 BEGIN
     FOR v_key IN
-        SELECT s.shop_id, s.item_id, s.location_id
+        SELECT s.shop_id, s.item_id, s.location_id,
+               stockpool._refill_mark(stockpool._pool_level(s.pool_target), s.low_water, s.pool_cap) AS mark,
+               s.buckets
         FROM stockpool.stock AS s
         WHERE s.pool_target > 0
             AND s.on_hand > s.allocated
+            AND s.refilled_at >= pg_catalog.now() - p_quiet
         ORDER BY pg_catalog.random()
         LIMIT p_batch
     LOOP
+        -- Counted without a lock first: a pool above its mark costs no lock.
+        CONTINUE WHEN stockpool._pooled_upto(v_key.shop_id, v_key.item_id, v_key.location_id,
+                                             v_key.mark, v_key.buckets) > v_key.mark;
         CONTINUE WHEN NOT pg_catalog.pg_try_advisory_xact_lock(
             stockpool._key_lock_id(v_key.shop_id, v_key.item_id, v_key.location_id));
         PERFORM
@@ -45,5 +55,5 @@ BEGIN
 END;
 $function$;
 
-COMMENT ON FUNCTION stockpool._top_up_low(integer) IS
+COMMENT ON FUNCTION stockpool._top_up_low(integer, interval) IS
 'Internal: top up the pools of up to p_batch keys at or below their low-water mark, by try-locks only; returns units.';

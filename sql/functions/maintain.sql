@@ -1,9 +1,9 @@
 -- maintain: one maintenance cycle, in one call and one transaction, within
 -- about p_budget: expire overdue holds in batches of p_batch (until none is
 -- due or the budget is spent), then fold the pending claims of up to p_batch
--- keys, top up the pools of up to p_batch keys at or below their low-water
--- mark, and hand the pools of keys quiet for 60 seconds back to their ledger
--- rows. Returns one row: what it did (holds expired, claimed units folded,
+-- keys, hand the pools of keys quiet for 60 seconds back to their ledger
+-- rows, and top up the pools of up to p_batch other keys at or below their
+-- low-water mark (only those are locked, and only by trying). Returns one row: what it did (holds expired, claimed units folded,
 -- units added to pools, units handed back).
 -- For a scheduler: `stockpool worker` calls it every second, pg_cron at most
 -- once a minute (docs/operations.md). Several maintainers at once collide on
@@ -51,10 +51,10 @@ BEGIN
     END LOOP;
     IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
         settled := stockpool._settle_due(p_batch);
-        IF pg_catalog.clock_timestamp() < v_until THEN
-            refilled := stockpool._top_up_low(p_batch);
-        END IF;
         cooled := stockpool._cool_quiet(p_batch, c_quiet);
+        IF pg_catalog.clock_timestamp() < v_until THEN
+            refilled := stockpool._top_up_low(p_batch, c_quiet);
+        END IF;
     END IF;
     RETURN NEXT;
 END;

@@ -113,13 +113,18 @@ BEGIN
         AND stockpool._take(p_shop_id, p_item_id, p_location_id, 1, v_stock.buckets) = 1 THEN
         -- Low-water refill, only when this key has free stock to move; a
         -- try-lock, so no buyer ever queues here. Sampled: a look counts up
-        -- to the refill mark (stockpool._refill_mark), so one reservation in
-        -- mark / c_looks looks: the counting costs about c_looks index
-        -- entries per reservation whatever the pool's size, and a pool that
-        -- drains from its mark is still looked at about c_looks times.
+        -- to the refill mark (stockpool._refill_mark of the pool's level,
+        -- stockpool._pool_level), so one reservation in mark / c_looks looks:
+        -- the counting costs about c_looks index entries per reservation
+        -- whatever the pool's size, and a pool that drains from its mark is
+        -- still looked at about c_looks times. A mark set very low (a small
+        -- low_water) does not make every reservation look: the rate is
+        -- never above c_looks per quarter of the level.
         IF v_stock.on_hand > v_stock.allocated
-            AND pg_catalog.random() * stockpool._refill_mark(v_stock.pool_target, v_stock.low_water,
-                                                              v_stock.pool_cap) < c_looks THEN
+            AND pg_catalog.random() * GREATEST(
+                    stockpool._refill_mark(stockpool._pool_level(v_stock.pool_target), v_stock.low_water,
+                                           v_stock.pool_cap),
+                    stockpool._pool_level(v_stock.pool_target) / 4) < c_looks THEN
             PERFORM stockpool._refill(p_shop_id, p_item_id, p_location_id,
                                       p_min_extra => 0, p_wait => false, p_low_water_only => true);
         END IF;

@@ -547,6 +547,72 @@ ALTER FUNCTION stockpool._null_args(p_names text[], p_is_null boolean[]) OWNER T
 COMMENT ON FUNCTION stockpool._null_args(p_names text[], p_is_null boolean[]) IS 'Internal: comma-separated names of NULL arguments, for error messages.';
 
 --
+-- Name: _pool_level(integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._pool_level(p_pool_target integer) RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT GREATEST(16, p_pool_target);
+$$;
+
+ALTER FUNCTION stockpool._pool_level(p_pool_target integer) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _pool_level(p_pool_target integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._pool_level(p_pool_target integer) IS 'Internal: the level of a pool of this pool_target: never below 16, the first pool a key gets.';
+
+--
+-- Name: _pooled_upto(bigint, bigint, bigint, integer, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._pooled_upto(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_mark integer, p_buckets integer) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    -- Above this mark the count looks at one bucket, not the pool.
+    c_exact_count constant integer := 4096;
+    v_bucket integer;
+    v_pooled integer;
+BEGIN
+    IF p_mark <= c_exact_count THEN
+        SELECT pg_catalog.count(*)::integer INTO v_pooled
+        FROM (
+            SELECT 1
+            FROM stockpool.pool_units AS u
+            WHERE u.shop_id = p_shop_id
+                AND u.item_id = p_item_id
+                AND u.location_id = p_location_id
+            LIMIT p_mark + 1
+        ) AS live;
+    ELSE
+        v_bucket := pg_catalog.floor(pg_catalog.random() * p_buckets)::integer;
+        SELECT pg_catalog.count(*)::integer * p_buckets INTO v_pooled
+        FROM (
+            SELECT 1
+            FROM stockpool.pool_units AS u
+            WHERE u.shop_id = p_shop_id
+                AND u.item_id = p_item_id
+                AND u.location_id = p_location_id
+                AND u.bucket = v_bucket
+            LIMIT p_mark / p_buckets + 1
+        ) AS live;
+    END IF;
+    RETURN v_pooled;
+END;
+$$;
+
+ALTER FUNCTION stockpool._pooled_upto(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_mark integer, p_buckets integer) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _pooled_upto(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_mark integer, p_buckets integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._pooled_upto(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_mark integer, p_buckets integer) IS 'Internal: units pooled for a key, counted no further than p_mark + 1 (one bucket, scaled, above 4,096).';
+
+--
 -- Name: _record_hold(bigint, uuid, bigint, bigint, integer, interval, boolean); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -596,16 +662,12 @@ CREATE FUNCTION stockpool._refill(p_shop_id bigint, p_item_id bigint, p_location
     LANGUAGE plpgsql
     AS $$
 DECLARE
-    -- Seconds of demand a pool holds, the least and the most it holds.
+    -- Seconds of demand a pool holds, and the most it holds (the least: _pool_level).
     c_pool_seconds constant numeric := 20;
-    c_pool_min constant integer := 16;
     c_pool_max constant integer := 262144;
-    -- Above this mark the low-water check counts one bucket, not the pool.
-    c_exact_count constant integer := 4096;
     v_stock stockpool.stock;
     v_level integer;
     v_mark integer;
-    v_bucket integer;
     v_pooled integer;
     v_seconds numeric;
     v_target integer;
@@ -632,7 +694,7 @@ BEGIN
 
     -- Count what is pooled before touching the ledger row, never more
     -- entries than the decision needs.
-    v_level := GREATEST(c_pool_min, v_stock.pool_target);
+    v_level := stockpool._pool_level(v_stock.pool_target);
     v_mark := stockpool._refill_mark(v_level, v_stock.low_water, v_stock.pool_cap);
     IF NOT p_low_water_only THEN
         SELECT pg_catalog.count(*)::integer INTO v_pooled
@@ -644,28 +706,8 @@ BEGIN
                 AND u.location_id = p_location_id
             LIMIT GREATEST(coalesce(p_cap, c_pool_max), p_min_extra)
         ) AS live;
-    ELSIF v_mark <= c_exact_count THEN
-        SELECT pg_catalog.count(*)::integer INTO v_pooled
-        FROM (
-            SELECT 1
-            FROM stockpool.pool_units AS u
-            WHERE u.shop_id = p_shop_id
-                AND u.item_id = p_item_id
-                AND u.location_id = p_location_id
-            LIMIT v_mark + 1
-        ) AS live;
     ELSE
-        v_bucket := pg_catalog.floor(pg_catalog.random() * v_stock.buckets)::integer;
-        SELECT pg_catalog.count(*)::integer * v_stock.buckets INTO v_pooled
-        FROM (
-            SELECT 1
-            FROM stockpool.pool_units AS u
-            WHERE u.shop_id = p_shop_id
-                AND u.item_id = p_item_id
-                AND u.location_id = p_location_id
-                AND u.bucket = v_bucket
-            LIMIT v_mark / v_stock.buckets + 1
-        ) AS live;
+        v_pooled := stockpool._pooled_upto(p_shop_id, p_item_id, p_location_id, v_mark, v_stock.buckets);
     END IF;
 
     IF p_low_water_only AND v_pooled > v_mark THEN
@@ -687,15 +729,15 @@ BEGIN
     ELSIF v_stock.pool_target = 0 THEN
         -- The key's first pool (its buyers just met, or met again after it
         -- cooled down): small, whatever an old refilled_at would suggest.
-        v_target := c_pool_min;
+        v_target := stockpool._pool_level(0);
     ELSE
-        v_level := GREATEST(c_pool_min, v_stock.pool_target);
+        v_level := stockpool._pool_level(v_stock.pool_target);
         v_seconds := EXTRACT(EPOCH FROM pg_catalog.now() - v_stock.refilled_at);
         IF v_seconds > 0 AND v_level > v_pooled THEN
             -- What the pool gave out since it was filled to v_level, per second.
             v_target := LEAST((v_level - v_pooled) / v_seconds * c_pool_seconds,
                               2::numeric * v_level, c_pool_max)::integer;
-            v_target := GREATEST(v_target, c_pool_min);
+            v_target := stockpool._pool_level(v_target);
         ELSE
             v_target := v_level;
         END IF;
@@ -748,8 +790,9 @@ COMMENT ON FUNCTION stockpool._refill(p_shop_id bigint, p_item_id bigint, p_loca
 CREATE FUNCTION stockpool._refill_mark(p_level integer, p_low_water integer, p_pool_cap integer) RETURNS integer
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$
-    SELECT LEAST(p_level * 3 / 4,
-                 GREATEST(p_low_water, p_level - GREATEST(p_pool_cap - p_low_water, p_level / 4)));
+    -- bigint: three quarters of a level near the integer maximum must not overflow.
+    SELECT LEAST(p_level::bigint * 3 / 4,
+                 GREATEST(p_low_water, p_level - GREATEST(p_pool_cap - p_low_water, p_level / 4)))::integer;
 $$;
 
 ALTER FUNCTION stockpool._refill_mark(p_level integer, p_low_water integer, p_pool_cap integer) OWNER TO stockpool_owner;
@@ -1455,10 +1498,10 @@ ALTER FUNCTION stockpool._take_waiting(p_shop_id bigint, p_item_id bigint, p_loc
 COMMENT ON FUNCTION stockpool._take_waiting(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer) IS 'Internal: blocking, unit_id-ordered claim used only on the near-sellout path.';
 
 --
--- Name: _top_up_low(integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+-- Name: _top_up_low(integer, interval); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
-CREATE FUNCTION stockpool._top_up_low(p_batch integer) RETURNS integer
+CREATE FUNCTION stockpool._top_up_low(p_batch integer, p_quiet interval) RETURNS integer
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -1466,13 +1509,19 @@ DECLARE
     v_added integer := 0;
 BEGIN
     FOR v_key IN
-        SELECT s.shop_id, s.item_id, s.location_id
+        SELECT s.shop_id, s.item_id, s.location_id,
+               stockpool._refill_mark(stockpool._pool_level(s.pool_target), s.low_water, s.pool_cap) AS mark,
+               s.buckets
         FROM stockpool.stock AS s
         WHERE s.pool_target > 0
             AND s.on_hand > s.allocated
+            AND s.refilled_at >= pg_catalog.now() - p_quiet
         ORDER BY pg_catalog.random()
         LIMIT p_batch
     LOOP
+        -- Counted without a lock first: a pool above its mark costs no lock.
+        CONTINUE WHEN stockpool._pooled_upto(v_key.shop_id, v_key.item_id, v_key.location_id,
+                                             v_key.mark, v_key.buckets) > v_key.mark;
         CONTINUE WHEN NOT pg_catalog.pg_try_advisory_xact_lock(
             stockpool._key_lock_id(v_key.shop_id, v_key.item_id, v_key.location_id));
         PERFORM
@@ -1489,13 +1538,13 @@ BEGIN
 END;
 $$;
 
-ALTER FUNCTION stockpool._top_up_low(p_batch integer) OWNER TO stockpool_owner;
+ALTER FUNCTION stockpool._top_up_low(p_batch integer, p_quiet interval) OWNER TO stockpool_owner;
 
 --
--- Name: FUNCTION _top_up_low(p_batch integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+-- Name: FUNCTION _top_up_low(p_batch integer, p_quiet interval); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON FUNCTION stockpool._top_up_low(p_batch integer) IS 'Internal: top up the pools of up to p_batch keys at or below their low-water mark, by try-locks only; returns units.';
+COMMENT ON FUNCTION stockpool._top_up_low(p_batch integer, p_quiet interval) IS 'Internal: top up the pools of up to p_batch keys at or below their low-water mark, by try-locks only; returns units.';
 
 --
 -- Name: _unknown_key(bigint, bigint, bigint); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -1883,10 +1932,10 @@ BEGIN
     END LOOP;
     IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
         settled := stockpool._settle_due(p_batch);
-        IF pg_catalog.clock_timestamp() < v_until THEN
-            refilled := stockpool._top_up_low(p_batch);
-        END IF;
         cooled := stockpool._cool_quiet(p_batch, c_quiet);
+        IF pg_catalog.clock_timestamp() < v_until THEN
+            refilled := stockpool._top_up_low(p_batch, c_quiet);
+        END IF;
     END IF;
     RETURN NEXT;
 END;
@@ -2237,13 +2286,18 @@ BEGIN
         AND stockpool._take(p_shop_id, p_item_id, p_location_id, 1, v_stock.buckets) = 1 THEN
         -- Low-water refill, only when this key has free stock to move; a
         -- try-lock, so no buyer ever queues here. Sampled: a look counts up
-        -- to the refill mark (stockpool._refill_mark), so one reservation in
-        -- mark / c_looks looks: the counting costs about c_looks index
-        -- entries per reservation whatever the pool's size, and a pool that
-        -- drains from its mark is still looked at about c_looks times.
+        -- to the refill mark (stockpool._refill_mark of the pool's level,
+        -- stockpool._pool_level), so one reservation in mark / c_looks looks:
+        -- the counting costs about c_looks index entries per reservation
+        -- whatever the pool's size, and a pool that drains from its mark is
+        -- still looked at about c_looks times. A mark set very low (a small
+        -- low_water) does not make every reservation look: the rate is
+        -- never above c_looks per quarter of the level.
         IF v_stock.on_hand > v_stock.allocated
-            AND pg_catalog.random() * stockpool._refill_mark(v_stock.pool_target, v_stock.low_water,
-                                                              v_stock.pool_cap) < c_looks THEN
+            AND pg_catalog.random() * GREATEST(
+                    stockpool._refill_mark(stockpool._pool_level(v_stock.pool_target), v_stock.low_water,
+                                           v_stock.pool_cap),
+                    stockpool._pool_level(v_stock.pool_target) / 4) < c_looks THEN
             PERFORM stockpool._refill(p_shop_id, p_item_id, p_location_id,
                                       p_min_extra => 0, p_wait => false, p_low_water_only => true);
         END IF;
@@ -2982,6 +3036,18 @@ REVOKE ALL ON FUNCTION stockpool._movements_immutable() FROM PUBLIC;
 REVOKE ALL ON FUNCTION stockpool._null_args(p_names text[], p_is_null boolean[]) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _pool_level(p_pool_target integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._pool_level(p_pool_target integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _pooled_upto(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_mark integer, p_buckets integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._pooled_upto(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_mark integer, p_buckets integer) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval, p_reopen boolean); Type: ACL; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -3048,10 +3114,10 @@ REVOKE ALL ON FUNCTION stockpool._take_lines(p_shop_id bigint, p_item_ids bigint
 REVOKE ALL ON FUNCTION stockpool._take_waiting(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer) FROM PUBLIC;
 
 --
--- Name: FUNCTION _top_up_low(p_batch integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+-- Name: FUNCTION _top_up_low(p_batch integer, p_quiet interval); Type: ACL; Schema: stockpool; Owner: stockpool_owner
 --
 
-REVOKE ALL ON FUNCTION stockpool._top_up_low(p_batch integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION stockpool._top_up_low(p_batch integer, p_quiet interval) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _unknown_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint); Type: ACL; Schema: stockpool; Owner: stockpool_owner
@@ -3093,7 +3159,6 @@ GRANT ALL ON FUNCTION stockpool.configure_pool(p_shop_id bigint, p_item_id bigin
 --
 
 REVOKE ALL ON FUNCTION stockpool.maintain(p_budget interval, p_batch integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION stockpool.maintain(p_budget interval, p_batch integer) TO stockpool_app;
 GRANT ALL ON FUNCTION stockpool.maintain(p_budget interval, p_batch integer) TO stockpool_worker;
 
 --

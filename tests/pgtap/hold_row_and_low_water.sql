@@ -3,7 +3,7 @@
 -- low-water mark (stockpool._refill_mark, which _refill applies and
 -- reserve_units samples).
 BEGIN;
-SELECT plan(19);
+SELECT plan(25);
 
 -- _record_hold.
 SELECT is(stockpool.set_stock(1, 1500, 1, 10), 10, 'key 1500 at 10');
@@ -54,7 +54,7 @@ SELECT is(
      WHERE pronamespace = 'stockpool'::regnamespace
          AND pg_catalog.pg_get_functiondef(oid) ~ '_refill_mark\('
          AND proname <> '_refill_mark'),
-    2, 'the mark is applied by _refill and sampled by reserve_units, nowhere computed again');
+    3, 'the mark is applied by _refill (and _top_up_low before it locks), sampled by reserve_units, nowhere computed again');
 
 -- _refill applies it: above the mark a low-water look does nothing, at it it refills.
 -- Level 16 (the least a pool has), low_water 250, pool_cap 1000: mark 12.
@@ -67,6 +67,22 @@ SELECT is(stockpool.replenish_pool(1, 1500, 1, 8), 8, 'key 1500: 8 units pooled,
 UPDATE stockpool.stock SET pool_target = 10 WHERE item_id = 1500;
 SELECT is(stockpool._refill(1, 1500, 1, p_min_extra => 0, p_wait => false, p_low_water_only => true),
     2, 'a pool at or below its mark is topped up (to its level of 16; 2 units were free)');
+
+-- reserve_units samples its low-water look: even with a mark of 0 (low_water
+-- 0, a pool_cap far above the level) one reservation in about level / 4 /
+-- 24 looks, not every one. Counted with track_functions in this transaction.
+SET LOCAL track_functions = 'pl';
+SELECT is(stockpool.set_stock(1, 1502, 1, 100000), 100000, 'key 1502 at 100,000');
+SELECT is(stockpool.configure_pool(1, 1502, 1, p_pool_cap => 100000, p_low_water => 0)::text, '',
+    'pool_cap 100,000, low_water 0');
+SELECT is(stockpool.replenish_pool(1, 1502, 1, 1000), 1000, '1,000 pooled: level 1,000, mark 0');
+SELECT is(stockpool._refill_mark(1000, 0, 100000), 0, 'the mark is 0');
+SELECT ok(bool_and(stockpool.reserve_units(1, 1502, 1, 1, gen_random_uuid())), '200 one-unit reservations')
+FROM generate_series(1, 200);
+SELECT cmp_ok(
+    coalesce(pg_stat_get_xact_function_calls('stockpool._refill(bigint, bigint, bigint, integer, boolean, boolean, integer)'::regprocedure), 0),
+    '<', 100::bigint,
+    'fewer than 100 of them looked (about 19 expected; every one did when the mark alone set the rate)');
 
 SELECT * FROM finish();
 ROLLBACK;

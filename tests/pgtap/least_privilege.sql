@@ -71,7 +71,7 @@ $$;
 
 CREATE TEMPORARY TABLE api_calls AS
 SELECT ARRAY(SELECT format('call %s', name) FROM unnest(ARRAY[
-    'set_stock', 'adjust_stock', 'reserve_units', 'reserve_cart', 'claim', 'release', 'sweep', 'maintain',
+    'set_stock', 'adjust_stock', 'reserve_units', 'reserve_cart', 'claim', 'release', 'sweep',
     'replenish_pool', 'take_units', 'configure_pool', 'check_invariants']) AS name) AS app,
     ARRAY['call check_invariants', 'select stockpool.stock_levels'] AS monitor,
     ARRAY['call maintain', 'call sweep'] AS worker;

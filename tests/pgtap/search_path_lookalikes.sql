@@ -127,7 +127,8 @@ INSERT INTO public.results (what, result) VALUES
                                                     '{1701}', '{1}', '{2}')::text),
     ('claim', stockpool.claim(1, '00000000-0000-0000-0000-000000001701')::text),
     ('release', stockpool.release(1, '00000000-0000-0000-0000-000000001702')::text),
-    ('check_invariants', (SELECT pg_catalog.count(*) FROM stockpool.check_invariants())::text);
+    ('check_invariants', (SELECT pg_catalog.count(*) FROM stockpool.check_invariants())::text),
+    ('sweep', stockpool.sweep()::text);
 DO $$
 BEGIN
     PERFORM stockpool.reserve_units(1, 1700, 1, 0, '00000000-0000-0000-0000-000000001704');
@@ -135,6 +136,10 @@ EXCEPTION WHEN OTHERS THEN
     INSERT INTO public.results (what, result) VALUES ('quantity 0', SQLSTATE);
 END;
 $$;
+SET LOCAL ROLE stockpool_worker;
+INSERT INTO public.results (what, result)
+SELECT 'worker: maintain', m::text FROM stockpool.maintain() AS m;
+SET LOCAL ROLE stockpool_app;
 INSERT INTO public.results (what, result)
 SELECT 'temp tables untouched', pg_catalog.concat((SELECT pg_catalog.count(*) FROM pg_temp.stock),
                                                   (SELECT pg_catalog.count(*) FROM pg_temp.holds));
@@ -149,7 +154,8 @@ SELECT results_eq(
     $$VALUES ('set_stock 1', '10'), ('set_stock 2', '4'), ('adjust_stock', '9'), ('configure_pool', ''),
              ('replenish_pool', '6'), ('reserve_units', 'true'), ('reserve_units retry', 'true'),
              ('reserve_cart', 'true'), ('reserve_cart refused', 'false'), ('claim', '1'), ('release', '5'),
-             ('check_invariants', '0'), ('quantity 0', '22023'), ('temp tables untouched', '00')$$,
+             ('check_invariants', '0'), ('sweep', '0'), ('quantity 0', '22023'),
+             ('worker: maintain', '(0,0,0,0)'), ('temp tables untouched', '00')$$,
     'every call returned what it should, errors kept their SQLSTATE');
 SELECT results_eq(
     $$SELECT item_id, on_hand, pooled, held FROM stockpool.stock_levels WHERE item_id IN (1700, 1701) ORDER BY 1$$,

@@ -253,14 +253,15 @@ SELECT functions_are('stockpool',
     ARRAY['set_stock', 'adjust_stock', 'reserve_units', 'reserve_cart', 'claim', 'release', 'sweep', 'maintain',
           'replenish_pool', 'take_units', 'configure_pool', 'check_invariants',
           '_add_units', '_apply_on_hand', '_cool', '_cool_quiet', '_existing_hold', '_expire_due', '_expire_key', '_key_lock_id', '_lock_checkout',
-          '_movements_immutable', '_null_args', '_record_hold', '_refill', '_refill_mark', '_return_units', '_settle',
+          '_movements_immutable', '_null_args', '_pool_level', '_pooled_upto', '_record_hold', '_refill', '_refill_mark',
+          '_return_units', '_settle',
           '_settle_due', '_top_up_low',
           '_stock_row', '_take',
           '_take_ledger', '_take_lines', '_take_waiting', '_unknown_key'],
     'stockpool has exactly its functions');
 SELECT is(
     (SELECT count(*)::integer FROM pg_catalog.pg_proc WHERE pronamespace = 'stockpool'::regnamespace),
-    36, 'no function is overloaded (36 names, 36 functions)');
+    38, 'no function is overloaded (38 names, 38 functions)');
 SELECT results_eq(
     $$SELECT p.proname::text COLLATE "default", pg_get_function_arguments(p.oid), pg_get_function_result(p.oid)
       FROM pg_catalog.pg_proc AS p

@@ -19,9 +19,9 @@ from psycopg import sql
 from stockpool import sql_dir
 from stockpool.errors import StockpoolError
 from stockpool.install.deploy import (
+    APP_FUNCTIONS,
     DEPLOY_LOCK_ID,
     MONITOR_FUNCTIONS,
-    PUBLIC_FUNCTIONS,
     WORKER_FUNCTIONS,
     DeployReport,
     Roles,
@@ -279,7 +279,7 @@ def test_custom_role_names_get_the_grants(roles: Roles, empty_db: str) -> None:
             ).fetchall()
             assert owners == [(roles.owner,)]
             assert _granted(conn, roles.app) == {("schema", "stockpool", "USAGE")} | {
-                ("function", name, "EXECUTE") for name in PUBLIC_FUNCTIONS
+                ("function", name, "EXECUTE") for name in APP_FUNCTIONS
             }
             assert _granted(conn, roles.monitor) == {
                 ("schema", "stockpool", "USAGE"),

@@ -48,8 +48,11 @@ PUBLIC_FUNCTIONS: dict[str, str] = {
 }
 MONITOR_FUNCTIONS = ("check_invariants",)
 MONITOR_VIEWS = ("stock_levels",)
-# The maintenance worker's role may run maintenance and nothing else.
+# The maintenance worker's role may run maintenance and nothing else; the app
+# role gets the rest of the API (sweep included, maintain not: a cycle is the
+# worker's job).
 WORKER_FUNCTIONS = ("maintain", "sweep")
+APP_FUNCTIONS = tuple(name for name in PUBLIC_FUNCTIONS if name != "maintain")
 
 
 @dataclass(frozen=True)
@@ -153,7 +156,7 @@ def _grants(roles: Roles) -> list[sql.SQL | sql.Composed]:
         sql.SQL("GRANT USAGE ON SCHEMA stockpool TO {}").format(granted),
     ]
     for role, names in (
-        (app, tuple(PUBLIC_FUNCTIONS)),
+        (app, APP_FUNCTIONS),
         (monitor, MONITOR_FUNCTIONS),
         (worker, WORKER_FUNCTIONS),
     ):

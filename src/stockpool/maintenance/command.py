@@ -46,7 +46,7 @@ def command(
         worker.install_signal_handlers()
         worker.run()
     except StockpoolError as exc:
-        if once and exc.message.startswith("cannot reach"):
+        if once and exc.message.startswith(("cannot reach", "cannot run the maintenance cycle")):
             logging.getLogger("stockpool.worker").error("%s", exc.message)
             raise typer.Exit(1) from exc
         fail(exc)

@@ -50,7 +50,11 @@ def job_name(database: str) -> str:
 
 def schedule(dsn: str, run_as: str | None = None) -> Job:
     """Register (or update) the maintenance job for the database of ``dsn``."""
-    with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+    try:
+        conn = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
+    except psycopg.OperationalError as exc:
+        raise StockpoolError(f"cannot connect: {first_line(exc)}") from exc
+    with conn:
         database, cron_db, role = _where(conn, run_as)
         _check_role(conn, role)
     try:
@@ -60,6 +64,13 @@ def schedule(dsn: str, run_as: str | None = None) -> Job:
     with cron:
         try:
             cron.execute("CREATE EXTENSION IF NOT EXISTS pg_cron")
+            # pg_cron names a job per (name, user): a job of this name left
+            # under another role (an earlier --schedule-as) would keep running.
+            cron.execute(
+                "SELECT cron.unschedule(j.jobid) FROM cron.job AS j"
+                " WHERE j.jobname = %s AND j.username <> %s",
+                (job_name(database), role),
+            )
             row = cron.execute(
                 "SELECT cron.schedule_in_database(%s, %s, %s, %s, %s)",
                 (job_name(database), EVERY_MINUTE, COMMAND, database, role),

@@ -2,7 +2,8 @@
 
 One cycle is one call of stockpool.maintain() in its own transaction. A cycle
 that did something is logged in one line (what, and how long it took).
-SIGTERM and SIGINT let the current cycle finish, then the worker exits 0. A
+SIGTERM and SIGINT let the current cycle finish, then the worker exits 0 (a
+second signal stops it at once). A
 lost connection (a server restart, a failover) is retried with capped,
 jittered exponential backoff, and both the loss and the reconnection are
 logged. ``--once`` runs one cycle (for cron). Exit 2, with one clear line,
@@ -16,10 +17,12 @@ Its role needs only EXECUTE on stockpool.maintain: the deployer's
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import random
+import select
 import signal
-import threading
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -86,15 +89,41 @@ class Worker:
         self.dsn = dsn
         self.options = options
         self.rng = rng or random.Random()
-        self.stopping = threading.Event()
         self.cycles = 0
+        # Stopping: a plain flag and a self-pipe. A signal handler only sets
+        # the flag and writes a byte, both safe at any point of the main
+        # thread (a threading.Event could deadlock on its own lock there);
+        # the waits between cycles select on the pipe.
+        self._stop = False
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
 
     # --- signals -------------------------------------------------------------
 
+    @property
+    def stopping(self) -> bool:
+        return self._stop
+
+    def stop(self) -> None:
+        """Finish the current cycle, then return from run() (safe in a signal handler)."""
+        self._stop = True
+        with contextlib.suppress(BlockingIOError):  # the pipe is full: a wake-up is pending
+            os.write(self._wake_w, b"x")
+
+    def _wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``; True when asked to stop."""
+        if not self._stop and seconds > 0:
+            select.select([self._wake_r], [], [], seconds)
+        return self._stop
+
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
-        if not self.stopping.is_set():
-            LOG.info("%s: finishing the current cycle, then exiting", signal.Signals(signum).name)
-        self.stopping.set()
+        if self._stop:
+            os._exit(130)  # a second signal: stop at once
+        LOG.info(
+            "%s: finishing the current cycle, then exiting (again to stop at once)",
+            signal.Signals(signum).name,
+        )
+        self.stop()
 
     def install_signal_handlers(self) -> None:
         signal.signal(signal.SIGTERM, self._on_signal)
@@ -112,6 +141,13 @@ class Worker:
                 application_name=APPLICATION_NAME,
                 connect_timeout=10,
                 prepare_threshold=None,
+                # A half-open connection (a server gone without a word) is
+                # noticed in about half a minute, not the kernel's hours.
+                keepalives=1,
+                keepalives_idle=10,
+                keepalives_interval=5,
+                keepalives_count=3,
+                tcp_user_timeout=30000,
             )
         except psycopg.OperationalError as exc:
             if _fatal(exc):
@@ -131,11 +167,11 @@ class Worker:
         """Retry until connected (None when asked to stop meanwhile)."""
         LOG.warning("connection lost (%s); reconnecting", first_line(reason))
         attempt = 0
-        while not self.stopping.is_set():
+        while not self._stop:
             attempt += 1
             delay = backoff(attempt, self.options.backoff_base, self.options.backoff_cap, self.rng)
             LOG.info("reconnection attempt %d in %.1f s", attempt, delay)
-            if self.stopping.wait(delay):
+            if self._wait(delay):
                 return None
             try:
                 conn = self.connect()
@@ -170,9 +206,13 @@ class Worker:
                 return self.cycle(conn)
         except psycopg.OperationalError as exc:
             raise StockpoolError(f"cannot reach {redact(self.dsn)}: {first_line(exc)}") from exc
+        except psycopg.Error as exc:
+            raise StockpoolError(
+                f"cannot run the maintenance cycle: [{exc.sqlstate or '?????'}] {first_line(exc)}"
+            ) from exc
 
     def run(self) -> None:
-        """Cycles every interval until SIGTERM/SIGINT (or ``stopping`` is set)."""
+        """Cycles every interval until SIGTERM/SIGINT (or :meth:`stop`)."""
         conn: psycopg.Connection[TupleRow] | None
         try:
             conn = self.connect()
@@ -185,7 +225,7 @@ class Worker:
             self.options.batch,
         )
         next_at = time.monotonic()
-        while conn is not None and not self.stopping.is_set():
+        while conn is not None and not self._stop:
             try:
                 self.cycle(conn)
             except psycopg.OperationalError as exc:
@@ -196,7 +236,7 @@ class Worker:
             except psycopg.Error as exc:
                 LOG.error("cycle failed: [%s] %s", exc.sqlstate or "?????", first_line(exc))
             next_at += self.options.interval
-            self.stopping.wait(max(0.0, next_at - time.monotonic()))
+            self._wait(next_at - time.monotonic())
             next_at = max(next_at, time.monotonic() - self.options.interval)
         if conn is not None:
             conn.close()

@@ -78,8 +78,10 @@ class WaitProfile:
 class Periodic(threading.Thread):
     """A session of its own that calls :meth:`tick` every ``period`` seconds.
 
-    Ticks run at a fixed rate from ``start_after`` seconds on (a tick that
-    returns True is followed at once by the next). A database error is counted
+    Ticks start ``start_after`` seconds in, then ``period`` after the end of
+    the previous one (with ``fixed_rate``, ``period`` after its start, as
+    samples should be); a tick that returns True is followed at once by the
+    next. A database error is counted
     under its SQLSTATE (``errors``, first message in ``messages``) and the
     work goes on, unless the connection is gone. Use it as a context manager,
     or :meth:`start` and :meth:`stop`.
@@ -93,12 +95,14 @@ class Periodic(threading.Thread):
         *,
         application_name: str = OBSERVER_APP,
         start_after: float = 0.0,
+        fixed_rate: bool = False,
     ) -> None:
         super().__init__(name=name, daemon=True)
         self.dsn = dsn
         self.period = period
         self.application_name = application_name
         self.start_after = start_after
+        self.fixed_rate = fixed_rate
         self.errors: Counter[str] = Counter()
         self.messages: dict[str, str] = {}
         self.started_at = time.monotonic()
@@ -133,7 +137,12 @@ class Periodic(threading.Thread):
                     self._record(exc)
                     if conn.broken:
                         return
-                next_at = time.monotonic() if busy else max(next_at + self.period, time.monotonic())
+                if busy:
+                    next_at = time.monotonic()
+                elif self.fixed_rate:
+                    next_at = max(next_at + self.period, time.monotonic())
+                else:
+                    next_at = time.monotonic() + self.period
 
     def _record(self, exc: psycopg.Error) -> None:
         state = exc.sqlstate or "connection"
@@ -174,7 +183,7 @@ class WaitSampler(Periodic):
     ) -> None:
         if not 0.01 <= interval <= 10:
             raise ValueError("sampling interval must be between 10 ms and 10 s")
-        super().__init__("wait-sampler", dsn, interval)
+        super().__init__("wait-sampler", dsn, interval, fixed_rate=True)
         self.pattern = tag.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         self.labels = [label for label, _ in statements]
         self.patterns = [pattern for _, pattern in statements]
