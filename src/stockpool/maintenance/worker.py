@@ -100,10 +100,6 @@ class Worker:
 
     # --- signals -------------------------------------------------------------
 
-    @property
-    def stopping(self) -> bool:
-        return self._stop
-
     def stop(self) -> None:
         """Finish the current cycle, then return from run() (safe in a signal handler)."""
         self._stop = True

@@ -18,7 +18,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -271,13 +271,19 @@ def settings_for_clients(clients: int) -> dict[str, str]:
     }
 
 
-def wait_ready(dsn: str, timeout: float = 30) -> None:
+def wait_ready(dsn: str, timeout: float = 30, exited: Callable[[], str | None] | None = None) -> None:
+    """Wait until ``dsn`` answers a query; psycopg's OperationalError after
+    ``timeout``. ``exited`` names why the process behind it is gone (then a
+    StockpoolError at once), or returns None while it runs."""
     import psycopg
 
     deadline = time.monotonic() + timeout
     while True:
+        if exited is not None and (reason := exited()) is not None:
+            raise StockpoolError(reason)
         try:
-            with psycopg.connect(dsn, connect_timeout=2):
+            with psycopg.connect(dsn, autocommit=True, connect_timeout=2) as conn:
+                conn.execute("SELECT 1")
                 return
         except psycopg.OperationalError:
             if time.monotonic() > deadline:

@@ -23,7 +23,6 @@ import pwd
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +31,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from stockpool.errors import StockpoolError
-from stockpool.server.cluster import SERVER_USER, free_port
+from stockpool.server.cluster import SERVER_USER, free_port, wait_ready
 
 POOLERS = ("none", "pgbouncer")
 
@@ -95,7 +94,10 @@ def pgbouncer(server_dsn: str, clients: int) -> Iterator[Pooler]:
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         pooled = through(server_dsn, port)
-        _wait_ready(pooled, proc)
+        try:
+            wait_ready(pooled, timeout=20, exited=lambda: _exited(proc))
+        except psycopg.OperationalError as exc:
+            raise StockpoolError("pgbouncer did not accept connections within 20 s") from exc
         yield Pooler(pooled, make_conninfo(pooled, dbname="pgbouncer"), size, root / "pgbouncer.log")
     finally:
         proc.terminate()
@@ -107,16 +109,9 @@ def pgbouncer(server_dsn: str, clients: int) -> Iterator[Pooler]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _wait_ready(dsn: str, proc: subprocess.Popen[str], timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            err = (proc.stderr.read() if proc.stderr else "").strip().splitlines()
-            raise StockpoolError(f"pgbouncer exited at start: {err[-1] if err else proc.returncode}")
-        try:
-            with psycopg.connect(dsn, autocommit=True, connect_timeout=2, prepare_threshold=None) as conn:
-                conn.execute("SELECT 1")
-                return
-        except psycopg.OperationalError:
-            time.sleep(0.1)
-    raise StockpoolError("pgbouncer did not accept connections within 20 s")
+def _exited(proc: subprocess.Popen[str]) -> str | None:
+    """Why pgbouncer is gone (its last line on stderr), or None while it runs."""
+    if proc.poll() is None:
+        return None
+    err = (proc.stderr.read() if proc.stderr else "").strip().splitlines()
+    return f"pgbouncer exited at start: {err[-1] if err else proc.returncode}"
