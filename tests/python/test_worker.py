@@ -48,6 +48,10 @@ def running(dsn: str, log: Path, *args: str) -> Iterator[subprocess.Popen[str]]:
             _stockpool("worker", "--dsn", dsn, "--interval", "0.2", *args), stdout=out, stderr=out, text=True
         )
         try:
+            # A signal is only handled once the worker says it has started:
+            # one sent before that would find Python's default action.
+            _until(lambda: proc.poll() is not None or "started:" in log.read_text(), 60)
+            assert proc.poll() is None, log.read_text()
             yield proc
         finally:
             if proc.poll() is None:
