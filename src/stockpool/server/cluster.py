@@ -140,6 +140,11 @@ class Cluster:
             "--locale=C",
             "--no-sync",
         )
+        self.configure()
+
+    def configure(self) -> None:
+        """Append this cluster's settings to postgresql.auto.conf (a later
+        line wins, so this also re-points a copied data directory)."""
         lines = {
             **BASE_SETTINGS,
             "port": str(self.port),
@@ -149,6 +154,10 @@ class Cluster:
         with (self.datadir / "postgresql.auto.conf").open("a") as conf:
             for key, value in lines.items():
                 conf.write(f"{key} = {value}\n")
+
+    def run_tool(self, tool: str, *args: str, timeout: float = 120) -> None:
+        """Run one of the server's tools (pg_basebackup, pg_ctl) as the server's OS user."""
+        self._run(tool, *args, timeout=timeout)
 
     def start(self) -> None:
         self._run("pg_ctl", "-D", str(self.datadir), "-l", str(self.logfile), "-w", "-t", "60", "start")
@@ -178,16 +187,40 @@ class Cluster:
     def postmaster_pid(self) -> int:
         return int((self.datadir / "postmaster.pid").read_text().splitlines()[0])
 
+    def crash(self, timeout: float = 10) -> None:
+        """SIGKILL the postmaster and every server process at once, as a
+        machine that loses power; return once none is left. Each server
+        process leads a session of its own, so they are found by parent: the
+        postmaster is stopped first, so it forks no new one meanwhile."""
+        postmaster = self.postmaster_pid()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(postmaster, signal.SIGSTOP)
+        server = [pid for pid, _, parent, _ in _processes() if parent == postmaster]
+        for pid in [*server, postmaster]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + timeout
+        server.append(postmaster)
+        while any(pid in server and state != "Z" for pid, state, _, _ in _processes()):
+            if time.monotonic() > deadline:
+                raise StockpoolError(
+                    f"server processes of {self.datadir} still run {timeout:g} s after SIGKILL"
+                )
+            time.sleep(0.01)
+
+
+def _processes() -> Iterator[tuple[int, str, int, int]]:
+    """Every process: its pid, state, parent and process group, from /proc."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            yield int(stat.parent.name), fields[0], int(fields[1]), int(fields[2])
+
 
 def _group_alive(pgid: int) -> bool:
     """Whether a process of group ``pgid`` still runs (zombies do not count:
     an orphan's reaper may never come in a container)."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError):
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                return True
-    return False
+    return any(group == pgid and state != "Z" for _, state, _, group in _processes())
 
 
 def _end_group(proc: subprocess.Popen[str], grace: float = 10) -> None:
@@ -242,14 +275,20 @@ def _terminate_as_interrupt() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def throwaway(settings: Mapping[str, str] | None = None, keep: bool = False) -> Iterator[Cluster]:
-    """Start a throwaway cluster; stop and delete it on exit, whatever happens."""
+def throwaway(
+    settings: Mapping[str, str] | None = None,
+    keep: bool = False,
+    create: Callable[[Cluster], None] = Cluster.init,
+) -> Iterator[Cluster]:
+    """Start a throwaway cluster; stop and delete it on exit, whatever happens.
+    ``create`` makes its data directory (default: initdb; a standby's is a
+    base backup of its primary, see replica.py)."""
     cluster = Cluster(
         bindir=find_bindir(), root=_make_root(), port=free_port(), settings=dict(settings or {})
     )
     with _terminate_as_interrupt():
         try:
-            cluster.init()
+            create(cluster)
             cluster.start()
             yield cluster
         finally:
