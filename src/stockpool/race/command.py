@@ -17,6 +17,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from stockpool.console import console, fail
 from stockpool.errors import StockpoolError, first_line
 from stockpool.install.deploy import deploy
+from stockpool.race.failover import FailoverOptions, failover
 from stockpool.race.harness import HELPER_SESSIONS, SCENARIOS, SHAPES, Harness, temporary_harness, validate
 from stockpool.race.hot import hot
 from stockpool.race.report import RunReport, render, write_json
@@ -29,6 +30,7 @@ from stockpool.server.target import connect, target
 DEFAULT_SCENARIOS = ["sellout", "soak"]
 DEFAULT_RUN_SOAK_S = 30  # the soak of a bare `stockpool race` / `make race`
 SOAK_S = 60
+FAILOVER_S = 20
 
 
 @dataclass
@@ -195,11 +197,8 @@ def execute(plan: Plan, dsn: str | None) -> tuple[list[RunReport], dict[str, Any
     raise AssertionError("unreachable")
 
 
-def _run_with_progress(
-    plan: Plan, dsn: str, clients: str, server_log: stats.ServerLog | None
-) -> list[RunReport]:
-    """The plan's runs under a progress bar on the terminal."""
-    progress = Progress(
+def _progress() -> Progress:
+    return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         TextColumn("{task.percentage:>3.0f}%"),
@@ -207,6 +206,56 @@ def _run_with_progress(
         console=console,
         transient=True,
     )
+
+
+def failover_options(
+    dsn: str | None,
+    scenario: str | None,
+    shape: str,
+    pooler: str,
+    clients: int,
+    duration: int | None,
+    async_standby: bool,
+) -> FailoverOptions:
+    """``--failover``'s run, checked: it kills its primary, so it runs on a
+    primary and a standby of its own and nothing else."""
+    if dsn:
+        raise StockpoolError(
+            "--failover kills its primary: it runs on a primary and a standby of its own, not on --dsn",
+            hint="run it without --dsn (and without STOCKPOOL_DSN)",
+        )
+    if scenario is not None or shape != "stockpool" or pooler != "none":
+        raise StockpoolError("--failover runs alone: no --scenario, --shape or --pooler")
+    opts = FailoverOptions(
+        clients=clients,
+        duration=duration if duration is not None else FAILOVER_S,
+        synchronous=not async_standby,
+    )
+    opts.validate()
+    return opts
+
+
+def execute_failover(opts: FailoverOptions) -> tuple[list[RunReport], dict[str, Any]]:
+    """The failover soak under a progress bar; its report and what it ran on."""
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    with _progress() as progress:
+        result = failover(opts, progress)
+    kind = "synchronous" if opts.synchronous else "asynchronous (cut off before the kill)"
+    meta = {
+        "started_at": started,
+        "target": f"throwaway primary and {kind} streaming standby",
+        "server_version": result.server_version,
+        "scenarios": ["failover"],
+        "shape": result.report.shape,
+    }
+    return [result.report], meta
+
+
+def _run_with_progress(
+    plan: Plan, dsn: str, clients: str, server_log: stats.ServerLog | None
+) -> list[RunReport]:
+    """The plan's runs under a progress bar on the terminal."""
+    progress = _progress()
     with (
         progress,
         temporary_harness(
@@ -263,6 +312,23 @@ def command(
             help="none, or pgbouncer: clients go through a throwaway pgbouncer in transaction mode."
         ),
     ] = "none",
+    run_failover: Annotated[
+        bool,
+        typer.Option(
+            "--failover",
+            help="Kill the primary mid-run and promote its synchronous standby (clusters of its own; "
+            "--clients Python clients and a worker, --duration s, 20 by default); every acknowledged "
+            "outcome must be on the new primary.",
+        ),
+    ] = False,
+    async_standby: Annotated[
+        bool,
+        typer.Option(
+            "--async-standby",
+            help="--failover's negative control: an asynchronous standby cut off 1 s before the kill "
+            "loses commits; must FAIL and list them.",
+        ),
+    ] = False,
     results: Annotated[Path, typer.Option(help="Directory for the JSON report.")] = Path("results"),
 ) -> None:
     """Race the package under load, check every guarantee, show where contention went."""
@@ -278,21 +344,27 @@ def command(
         check_every=check_every,
     )
     try:
-        plan = make_plan(
-            scenario,
-            shape,
-            clients,
-            per_client,
-            units,
-            rollback_pct,
-            duration,
-            hot_clients,
-            hot_duration,
-            soak_options,
-            sample_ms,
-            pooler,
-        )
-        reports, meta = execute(plan, dsn)
+        if async_standby and not run_failover:
+            raise StockpoolError("--async-standby is --failover's negative control", hint="add --failover")
+        if run_failover:
+            opts = failover_options(dsn, scenario, shape, pooler, clients, duration, async_standby)
+            reports, meta = execute_failover(opts)
+        else:
+            plan = make_plan(
+                scenario,
+                shape,
+                clients,
+                per_client,
+                units,
+                rollback_pct,
+                duration,
+                hot_clients,
+                hot_duration,
+                soak_options,
+                sample_ms,
+                pooler,
+            )
+            reports, meta = execute(plan, dsn)
     except StockpoolError as exc:
         fail(exc)
     except psycopg.Error as exc:
