@@ -181,9 +181,9 @@ def failover_soak(
             for thread in threads:
                 thread.join(timeout=60)
     elapsed = time.monotonic() - started
-    failures = [f"{s.name}: {s.failure!r}" for s in shoppers if s.failure] + [
-        t.name + " did not stop" for t in threads if t.is_alive()
-    ]
+    failures = [f"{s.name}: {s.failure!r}" for s in shoppers if s.failure]
+    failures += [f"worker: {worker.failure!r}"] if worker.failure else []
+    failures += [f"{t.name} did not stop" for t in threads if t.is_alive()]
     if failures:
         raise StockpoolError("the failover soak's threads failed: " + "; ".join(failures))
     answers = sorted((a for s in shoppers for a in s.answers), key=lambda a: a.at)

@@ -178,6 +178,13 @@ class WatchedWorker(Worker):
         super().__init__(dsn, options)
         self.started = started
         self.ran: list[tuple[float, int, Cycle]] = []
+        self.failure: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except BaseException as exc:  # reported by the run, never lost in a thread
+            self.failure = exc
 
     def cycle(self, conn: psycopg.Connection[TupleRow]) -> Cycle:
         done = super().cycle(conn)
