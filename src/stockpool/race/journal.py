@@ -78,7 +78,7 @@ class Answer:
 
 @dataclass(frozen=True)
 class Mix:
-    """What a shopper does: keys, quantities, and how its checkouts end."""
+    """What a shopper does: which keys, and how its checkouts end."""
 
     keys: KeyRange
     claim_pct: int
