@@ -13,6 +13,13 @@ connections (with 2 cores: 8). More active server processes than cores only
 queue on the CPU and on the WAL flush, which is what the pooler is there to
 avoid; the clients beyond it wait in the pooler instead (SHOW POOLS:
 ``cl_waiting``).
+
+Two things a pgbouncer started by a harness must not inherit: a pipe for
+its stderr that nobody reads (it logs there too, and blocks once the pipe
+is full: with a line per login, at about 400 clients), and the open-files
+limit of 1024 that ``runuser`` resets to (pgbouncer needs a descriptor per
+client and per server connection). Its stderr goes to a file, it logs no
+line per connection, and its limit is raised for the clients it is for.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
+import resource
 import shutil
 import subprocess
 import tempfile
@@ -82,20 +90,25 @@ def pgbouncer(server_dsn: str, clients: int) -> Iterator[Pooler]:
         "max_db_connections = 0\n"
         "server_reset_query =\n"
         "ignore_startup_parameters = extra_float_digits\n"
+        "log_connections = 0\n"
+        "log_disconnections = 0\n"
         f"logfile = {root / 'pgbouncer.log'}\n"
         f"pidfile = {root / 'pgbouncer.pid'}\n"
     )
-    argv = [binary, str(root / "pgbouncer.ini")]
+    files = open_files(clients, size)
+    argv = ["prlimit", f"--nofile={files}:", "--", binary, str(root / "pgbouncer.ini")]
     if os.geteuid() == 0:
         entry = pwd.getpwnam(SERVER_USER)
         for path in (root, *root.iterdir()):
             os.chown(path, entry.pw_uid, entry.pw_gid)
         argv = ["runuser", "-u", SERVER_USER, "--", *argv]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    stderr = root / "stderr.log"
+    with stderr.open("w") as err:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, text=True)
     try:
         pooled = through(server_dsn, port)
         try:
-            wait_ready(pooled, timeout=20, exited=lambda: _exited(proc))
+            wait_ready(pooled, timeout=20, exited=lambda: _exited(proc, stderr))
         except psycopg.OperationalError as exc:
             raise StockpoolError("pgbouncer did not accept connections within 20 s") from exc
         yield Pooler(pooled, make_conninfo(pooled, dbname="pgbouncer"), size, root / "pgbouncer.log")
@@ -109,9 +122,18 @@ def pgbouncer(server_dsn: str, clients: int) -> Iterator[Pooler]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _exited(proc: subprocess.Popen[str]) -> str | None:
+def open_files(clients: int, servers: int) -> int:
+    """pgbouncer's open-files limit: a descriptor per client and per server
+    connection, its listening sockets and logs, and room to spare; never above
+    the hard limit this process may grant."""
+    wanted = clients + 2 * servers + 128
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    return wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+
+
+def _exited(proc: subprocess.Popen[str], stderr: Path) -> str | None:
     """Why pgbouncer is gone (its last line on stderr), or None while it runs."""
     if proc.poll() is None:
         return None
-    err = (proc.stderr.read() if proc.stderr else "").strip().splitlines()
+    err = stderr.read_text(errors="replace").strip().splitlines()
     return f"pgbouncer exited at start: {err[-1] if err else proc.returncode}"
