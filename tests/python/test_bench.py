@@ -291,6 +291,97 @@ def test_checkout_bar_arithmetic() -> None:
     ]
 
 
+def test_pooled_bar_arithmetic() -> None:
+    """The pooler's bar on hand-made cells: fixed figures, fixed verdicts."""
+    run = _hand_made_run([8, 512], pooler="pgbouncer", pooled_clients=[128, 512, 1000])
+
+    def cell(kind: str, name: str, clients: int, tps: float, p99: float) -> model.Cell:
+        return model.Cell(
+            kind=kind,
+            name=name,
+            clients=clients,
+            seconds=1,
+            transactions=int(tps),
+            tps=tps,
+            reserved=int(tps),
+            p99_ms=p99,
+        )
+
+    run.cells += [
+        cell("strategy", "ceiling", 8, 2000.0, 2.0),
+        cell("strategy", "stockpool", 8, 1000.0, 3.0),  # the best direct rate
+        cell("strategy", "ceiling", 512, 1800.0, 100.0),
+        cell("strategy", "stockpool", 512, 600.0, 900.0),
+        cell("pooled", "pgbouncer", 128, 300.0, 50.0),  # below, but 128 is not part of the bar
+        cell("pooled", "pgbouncer", 512, 810.0, 310.0),
+        cell("pooled", "pgbouncer", 1000, 790.0, 600.0),
+    ]
+    checks = bars.pooled_bar(run)
+    assert [(c.passed, c.detail) for c in checks] == [
+        (False, "512: 0.81x, 1000: 0.79x (best direct: 1,000/s at 8)"),
+        (False, "310.0 ms vs 100.0 ms: 3.10x"),
+    ]
+    # An invalid pooled cell (clients aborted) fails the bar whatever its rate.
+    aborted = run.cells[-1]
+    aborted.tps, aborted.transactions, aborted.reserved, aborted.aborted = 5000.0, 5000, 5000, 3
+    run.cells[-2].p99_ms = 290.0
+    checks = bars.pooled_bar(run)
+    assert [(c.passed, c.detail) for c in checks] == [
+        (False, "512: 0.81x, 1000: - (best direct: 1,000/s at 8)"),
+        (True, "290.0 ms vs 100.0 ms: 2.90x"),
+    ]
+    assert bars.pooled_bar(_hand_made_run([8])) == []
+
+
+@pytest.mark.slow
+def test_pooled_cells_go_through_a_real_pgbouncer(pg_server: Any, tmp_path: Path) -> None:
+    """stockpool through a throwaway pgbouncer beside the direct cells of the same
+    counts: every transaction pgbench counted went through the pooler, no more
+    server connections were busy than its pool, and the report has the section."""
+    config = model.BenchConfig(
+        clients=[4],
+        seconds=2,
+        strategies=["ceiling", "stockpool"],
+        shapes=[],
+        shape_clients=[],
+        cart=False,
+        checkouts=False,
+        soak_seconds=0,
+        soak_clients=1,
+        jobs=2,
+        pooler="pgbouncer",
+        pooled_clients=[4, 24],
+    )
+    bench = runner.Bench(pg_server.dsn("postgres"), config, lambda _: None)
+    assert bench.plan() == [
+        ("strategy", "ceiling", 4),
+        ("strategy", "stockpool", 4),
+        ("pooled", "pgbouncer", 4),
+        ("strategy", "ceiling", 24),
+        ("strategy", "stockpool", 24),
+        ("pooled", "pgbouncer", 24),
+    ]
+    result = bench.execute()
+    for clients in (4, 24):
+        cell = result.cell("pooled", "pgbouncer", clients)
+        assert cell is not None and cell.valid, cell
+        assert cell.invariant_violations == 0
+        assert cell.transactions > 0 and cell.reserved >= cell.transactions
+        # The wait sampler found the cell's backends by the application_name
+        # pgbouncer passed on to its server connections.
+        assert cell.wait_samples > 0
+        figures = cell.pooler
+        assert figures is not None
+        assert cell.transactions <= figures["transactions"] <= cell.transactions + clients
+        assert 0 < figures["sv_active_max"] <= figures["pool_size"] < 24
+        assert figures["samples"] > 0 and 0 <= figures["cl_waiting_max"] <= clients
+    assert result.cell("pooled", "pgbouncer", 24).pooler["cl_waiting_max"] > 0  # type: ignore[union-attr]
+    text = markdown.markdown(result, None)
+    assert "## Through PgBouncer" in text and "### The bar behind a pooler" in text
+    assert "| clients | direct res/s | x ceiling | through pgbouncer res/s | x best direct |" in text
+    assert [c.name for c in bars.pooled_bar(result)] == []  # neither 512 nor 1,000 clients ran
+
+
 @pytest.mark.slow
 def test_counter_shape_drift_adds_up(run: model.BenchRun) -> None:
     naive = run.cell("shape", "naive", 4)
@@ -377,6 +468,8 @@ def test_option_lists() -> None:
             command._int_list(bad, "--clients")
     with pytest.raises(typer.BadParameter):
         command._name_list("counter,redis", model.STRATEGIES, "--strategies")
+    with pytest.raises(typer.BadParameter, match="--pooler: one of none, pgbouncer"):
+        command.command(pooler="odyssey")
 
 
 def test_cpu_meter_counts_a_backend_that_has_exited(pg_server: Any) -> None:

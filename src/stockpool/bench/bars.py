@@ -3,7 +3,9 @@
 :func:`bar` is the hot key's (stockpool.reserve_units against the ceiling and
 the other strategies), :func:`checkout_bar` the claims' (a claim costs what a
 release does), :func:`catalogue_bar` the catalogue's (a key nobody contends
-costs what a counter costs).
+costs what a counter costs), :func:`pooled_bar` the pooler's (behind
+pgbouncer, a thousand clients keep stockpool's best direct rate);
+:func:`every_bar` all of them.
 """
 
 from __future__ import annotations
@@ -245,3 +247,66 @@ def catalogue_bar(run: BenchRun) -> list[Check]:
         )
     )
     return checks
+
+
+POOLED_VS_DIRECT = 0.8  # through pgbouncer at 512 and 1,000 clients: x stockpool's best direct rate
+POOLED_FROM = 512
+POOLED_P99 = 3.0  # p99 through pgbouncer at 512 clients: x the direct ceiling's p99 at 512
+
+
+def pooled_counts(run: BenchRun) -> list[int]:
+    return sorted({c.clients for c in run.cells if c.kind == "pooled"})
+
+
+def pooled_cell(run: BenchRun, clients: int) -> Cell | None:
+    return next((c for c in run.cells if c.kind == "pooled" and c.clients == clients), None)
+
+
+def best_direct(run: BenchRun) -> Cell | None:
+    """stockpool's best direct cell of the run (any client count)."""
+    cells = [c for c in run.cells if c.kind == "strategy" and c.name == "stockpool" and c.valid]
+    return max(cells, key=lambda c: c.rate, default=None)
+
+
+def pooled_bar(run: BenchRun) -> list[Check]:
+    """Issue 12's bar: behind pgbouncer, many clients keep the direct best rate and a sane tail."""
+    counts = pooled_counts(run)
+    if not counts:
+        return []
+    best = best_direct(run)
+    checks: list[Check] = []
+    many = [n for n in counts if n >= POOLED_FROM]
+    if many:
+        bad, details = [], []
+        for n in many:
+            cell = pooled_cell(run, n)
+            r = ratio(cell.rate if cell and cell.valid else None, best.rate if best else None)
+            details.append(f"{n}: {times(r)}")
+            if r is None or r < POOLED_VS_DIRECT:
+                bad.append(str(n))
+        reference = f" (best direct: {fmt(best.rate)}/s at {best.clients})" if best else ""
+        checks.append(
+            Check(
+                f"pgbouncer: >= {POOLED_VS_DIRECT:g} x stockpool's best direct rate at "
+                f"{', '.join(map(str, many))} clients",
+                not bad,
+                ", ".join(details) + reference,
+            )
+        )
+    if POOLED_FROM in counts:
+        cell, ceiling = pooled_cell(run, POOLED_FROM), run.cell("strategy", "ceiling", POOLED_FROM)
+        r = ratio(cell.p99_ms if cell else None, ceiling.p99_ms if ceiling else None)
+        checks.append(
+            Check(
+                f"pgbouncer: p99 at {POOLED_FROM} clients <= {POOLED_P99:g} x the direct ceiling's",
+                r is not None and r <= POOLED_P99,
+                f"{fmt(cell.p99_ms if cell else None, 1)} ms vs "
+                f"{fmt(ceiling.p99_ms if ceiling else None, 1)} ms: {times(r)}",
+            )
+        )
+    return checks
+
+
+def every_bar(run: BenchRun) -> list[Check]:
+    """Every bar of the run, in the report's order."""
+    return [*bar(run), *checkout_bar(run), *catalogue_bar(run), *pooled_bar(run)]

@@ -16,6 +16,7 @@ from stockpool.bench.model import (
     CATALOGUE_CLIENTS,
     CATALOGUE_KEYS,
     DEFAULT_CLIENTS,
+    POOLED_CLIENTS,
     RESULTS_DIR,
     SHAPES,
     STRATEGIES,
@@ -25,6 +26,7 @@ from stockpool.bench.runner import Bench
 from stockpool.console import console, fail
 from stockpool.errors import StockpoolError
 from stockpool.server import pgbench
+from stockpool.server.pooler import POOLERS
 from stockpool.server.target import target
 
 # The bench's own sessions beside pgbench's clients: its admin session, the
@@ -96,6 +98,16 @@ def command(
     catalogue_clients: Annotated[str, typer.Option(help="Client counts for the catalogue cells.")] = ",".join(
         map(str, CATALOGUE_CLIENTS)
     ),
+    pooler: Annotated[
+        str,
+        typer.Option(
+            help="'pgbouncer': also measure stockpool through a throwaway pgbouncer in transaction "
+            "mode at --pooled-clients, beside the direct cells of the same counts ('none': not).",
+        ),
+    ] = "none",
+    pooled_clients: Annotated[str, typer.Option(help="Client counts for the pooled cells.")] = ",".join(
+        map(str, POOLED_CLIENTS)
+    ),
     soak_seconds: Annotated[int, typer.Option(min=0, help="Soak of the hot key (0: none).")] = 600,
     soak_clients: Annotated[int, typer.Option(min=1, help="Clients for the soak.")] = 128,
     jobs: Annotated[int, typer.Option(min=1, help="pgbench threads (-j).")] = max(2, os.cpu_count() or 2),
@@ -106,6 +118,8 @@ def command(
 ) -> None:
     """Side-by-side benchmark of reservation strategies on one hot key."""
     client_list = _int_list(clients, "--clients")
+    if pooler not in POOLERS:
+        raise typer.BadParameter(f"--pooler: one of {', '.join(POOLERS)}, got {pooler!r}")
     chosen = _name_list(strategies, STRATEGIES, "--strategies")
     if "ceiling" not in chosen:
         chosen.insert(0, "ceiling")  # every ratio is to the same run's ceiling
@@ -119,6 +133,8 @@ def command(
         checkouts=checkout,
         catalogue_keys=catalogue_keys,
         catalogue_clients=_int_list(catalogue_clients, "--catalogue-clients"),
+        pooler=pooler,
+        pooled_clients=_int_list(pooled_clients, "--pooled-clients"),
         soak_seconds=soak_seconds,
         soak_clients=soak_clients,
         jobs=jobs,

@@ -1,11 +1,13 @@
 """The bench's markdown report: the strategies, the bars, whole checkouts,
-the catalogue, the counter's shapes, carts and the soak, each a section."""
+the catalogue, stockpool through a pooler, the counter's shapes, carts and
+the soak, each a section."""
 
 from __future__ import annotations
 
 from stockpool.bench import checkouts
 from stockpool.bench.bars import (
     bar,
+    best_direct,
     catalogue_bar,
     catalogue_counts,
     catalogue_rate,
@@ -13,6 +15,9 @@ from stockpool.bench.bars import (
     checkout_counts,
     checkout_rate,
     claim_waits,
+    pooled_bar,
+    pooled_cell,
+    pooled_counts,
     rows_per_key,
 )
 from stockpool.bench.figures import fmt, ratio, times, top_wait
@@ -103,6 +108,7 @@ def markdown(run: BenchRun, chart_name: str | None) -> str:
     )
     lines += checkout_markdown(run)
     lines += catalogue_markdown(run)
+    lines += pooled_markdown(run)
     lines += _shapes_markdown(run)
     lines += _carts_markdown(run)
     lines += _soak_markdown(run)
@@ -380,5 +386,80 @@ def catalogue_markdown(run: BenchRun) -> list[str]:
     lines += ["", "### The bar for a catalogue", ""]
     lines += _md_table(
         ["check", "result", "detail"], [[c.name, verdict(c.passed), c.detail] for c in catalogue_bar(run)]
+    )
+    return lines
+
+
+POOLED_HEADER = [
+    "clients",
+    "direct res/s",
+    "x ceiling",
+    "through pgbouncer res/s",
+    "x best direct",
+    "p99 ms direct",
+    "p99 ms pooled",
+    "ceiling p99 ms",
+    "pgbouncer wait per transaction ms",
+    "clients waiting (mean / max)",
+    "server connections busy (max)",
+    "CPU µs per reservation direct / pooled",
+    "pooled top wait event",
+]
+
+
+def pooled_rows(run: BenchRun) -> list[list[str]]:
+    best = best_direct(run)
+    out = []
+    for n in pooled_counts(run):
+        direct, ceiling, pooled = (
+            run.cell("strategy", "stockpool", n),
+            run.cell("strategy", "ceiling", n),
+            pooled_cell(run, n),
+        )
+        figures = (pooled.pooler if pooled else None) or {}
+        out.append(
+            [
+                str(n),
+                fmt(direct.rate if direct else None) + ("" if direct is None or direct.valid else " (!)"),
+                times(ratio(direct.rate if direct else None, ceiling.rate if ceiling else None)),
+                fmt(pooled.rate if pooled else None) + ("" if pooled is None or pooled.valid else " (!)"),
+                times(ratio(pooled.rate if pooled else None, best.rate if best else None)),
+                fmt(direct.p99_ms if direct else None, 1),
+                fmt(pooled.p99_ms if pooled else None, 1),
+                fmt(ceiling.p99_ms if ceiling else None, 1),
+                fmt(figures.get("avg_wait_ms"), 2),
+                f"{fmt(figures.get('cl_waiting_mean'))} / {fmt(figures.get('cl_waiting_max'))}",
+                f"{fmt(figures.get('sv_active_max'))} of {fmt(figures.get('pool_size'))}",
+                f"{fmt(direct.cpu_us if direct else None)} / {fmt(pooled.cpu_us if pooled else None)}",
+                top_wait(pooled) if pooled else "-",
+            ]
+        )
+    return out
+
+
+def pooled_markdown(run: BenchRun) -> list[str]:
+    """The pooler section of the markdown report (empty without pooled cells)."""
+    if not pooled_counts(run):
+        return []
+    best = best_direct(run)
+    lines = [
+        "",
+        "## Through PgBouncer",
+        "",
+        "stockpool.reserve_units through a throwaway pgbouncer (transaction pooling, "
+        f"{run.config.pooler}; server pool of 2 x CPU cores + 4 connections), beside the direct "
+        "cells of the same counts. Through the pooler pgbench runs in the simple protocol "
+        "(pgbouncer 1.18 keeps no prepared statements in transaction mode), directly in prepared "
+        "mode. Best direct: stockpool's highest direct rate of this run"
+        + (f" ({fmt(best.rate)}/s at {best.clients} clients)" if best else "")
+        + ". pgbouncer's figures: SHOW STATS (time clients waited for a server connection, over "
+        "the transactions of the cell) and SHOW POOLS sampled every 200 ms. CPU per reservation: "
+        "the pooled cell's client share is pgbench's and pgbouncer's.",
+        "",
+    ]
+    lines += _md_table(POOLED_HEADER, pooled_rows(run))
+    lines += ["", "### The bar behind a pooler", ""]
+    lines += _md_table(
+        ["check", "result", "detail"], [[c.name, verdict(c.passed), c.detail] for c in pooled_bar(run)]
     )
     return lines

@@ -16,6 +16,7 @@ SHAPES = ("naive", "locked", "atomic", "serializable")
 DEFAULT_CLIENTS = (1, 8, 32, 128, 512)
 CATALOGUE_CLIENTS = (1, 8, 32, 128)
 CATALOGUE_KEYS = 20_000
+POOLED_CLIENTS = (128, 512, 1000)
 # Units per key: the issue's 500 for a uniform catalogue; a Zipf catalogue's
 # hottest keys would sell out within a cell, so they get deep stock.
 CATALOGUE_PER_KEY = {"uniform": 500, "zipf": 100_000}
@@ -39,7 +40,7 @@ CELL_DB = "stockpool_bench"
 class Cell:
     """One pgbench run: a strategy (or shape, or cart) at one client count."""
 
-    kind: str  # strategy | shape | cart | checkout | catalogue
+    kind: str  # strategy | shape | cart | checkout | catalogue | pooled
     name: str
     clients: int
     seconds: int
@@ -65,6 +66,8 @@ class Cell:
     pool_bytes: int | None = None
     keys_touched: int | None = None
     invariant_violations: int | None = None
+    # pooled cells: what pgbouncer said (server/pooler.PoolerFigures.as_json)
+    pooler: dict[str, Any] | None = None
     # CPU microseconds per unit of the server (all its processes) and of
     # pgbench; None when the server is not on this machine.
     cpu_server_us: float | None = None
@@ -170,6 +173,8 @@ class BenchConfig:
     jobs: int
     catalogue_keys: int = 0  # 0: no catalogue cells
     catalogue_clients: list[int] = field(default_factory=lambda: list(CATALOGUE_CLIENTS))
+    pooler: str = "none"  # pgbouncer: stockpool through it too, beside the direct cells
+    pooled_clients: list[int] = field(default_factory=lambda: list(POOLED_CLIENTS))
 
     @property
     def most_clients(self) -> int:
@@ -179,6 +184,7 @@ class BenchConfig:
                 *self.clients,
                 *self.shape_clients,
                 *(self.catalogue_clients if self.catalogue_keys else []),
+                *(self.pooled_clients if self.pooler != "none" else []),
                 self.soak_clients if self.soak_seconds else 1,
             ]
         )

@@ -16,7 +16,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from stockpool.bench.bars import bar, catalogue_bar, checkout_bar
+from stockpool.bench.bars import every_bar
 from stockpool.bench.chart import chart
 from stockpool.bench.markdown import markdown, strategy_rows
 from stockpool.bench.model import BenchRun
@@ -33,10 +33,7 @@ def write(run: BenchRun, out: Path, publish: bool = False) -> list[Path]:
     png = base.with_suffix(".png")
     chart(run, png)
     data = run.as_json()
-    data["bar"] = [
-        {"check": c.name, "passed": c.passed, "detail": c.detail}
-        for c in [*bar(run), *checkout_bar(run), *catalogue_bar(run)]
-    ]
+    data["bar"] = [{"check": c.name, "passed": c.passed, "detail": c.detail} for c in every_bar(run)]
     json_path = base.with_suffix(".json")
     json_path.write_text(json.dumps(data, indent=2) + "\n")
     md_path = base.with_suffix(".md")
@@ -96,7 +93,7 @@ def print_summary(console: Console, run: BenchRun) -> None:
     checks = Table(title="the bar for stockpool.reserve_units", box=box.SIMPLE)
     for name in ("check", "result", "detail"):
         checks.add_column(name)
-    for c in [*bar(run), *checkout_bar(run), *catalogue_bar(run)]:
+    for c in every_bar(run):
         colour = {True: "green", False: "red", None: "yellow"}[c.passed]
         checks.add_row(c.name, f"[{colour}]{verdict(c.passed)}[/]", c.detail)
     console.print(checks)

@@ -6,6 +6,13 @@ thread samples the wait events of the cell's backends every 200 ms. Latency
 percentiles come from pgbench's per-transaction logs; what a strategy really
 reserved is counted from its tables afterwards, so a cell that sold out or
 lost clients is flagged rather than reported as fast.
+
+With a pooler (``--pooler pgbouncer``), stockpool is also measured through a
+throwaway pgbouncer in transaction mode (server/pooler.py) at the pooled
+client counts, beside the direct ceiling and stockpool cells of the same
+counts. Those cells run pgbench in the simple protocol (pgbouncer 1.18 keeps
+no prepared statements in that mode) and record pgbouncer's SHOW STATS and
+SHOW POOLS; their client CPU is pgbench's and pgbouncer's together.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ from stockpool.bench.model import (
     flag_problems,
 )
 from stockpool.bench.workspace import Workspace, script
-from stockpool.server import cpumeter, pgbench
+from stockpool.server import cpumeter, pgbench, pooler
 from stockpool.server.sampler import Periodic, WaitSampler
 from stockpool.server.stats import wait_for_sessions_gone
 
@@ -139,6 +146,7 @@ class Bench:
         max_tries: int = 1,
         defines: dict[str, object] | None = None,
         seconds: int | None = None,
+        prepared: bool = True,
     ) -> pgbench.PgbenchResult:
         return pgbench.run(
             dsn,
@@ -149,7 +157,7 @@ class Bench:
             application_name=tag,
             max_tries=max_tries,
             defines=defines,
-            prepared=True,
+            prepared=prepared,
         )
 
     def _measured(
@@ -163,13 +171,16 @@ class Bench:
         *,
         max_tries: int = 1,
         defines: dict[str, object] | None = None,
+        prepared: bool = True,
     ) -> tuple[Cell, cpumeter.Reading | None]:
         """One timed pgbench run under the wait sampler: its cell, and the CPU
         meter's reading from before it."""
         cpu_before = self.cpu.read() if self.cpu else None
         statements = checkouts.STATEMENTS if kind == "checkout" else ()
         with WaitSampler(self.workspace.admin_dsn, tag, SAMPLE_INTERVAL, statements) as waits:
-            result = self._pgbench(dsn, path, clients, tag, max_tries=max_tries, defines=defines)
+            result = self._pgbench(
+                dsn, path, clients, tag, max_tries=max_tries, defines=defines, prepared=prepared
+            )
         return _cell(kind, name, clients, self.config.seconds, result, waits), cpu_before
 
     def _cpu(
@@ -185,18 +196,32 @@ class Bench:
         if per_unit is not None:
             cell.cpu_server_us, cell.cpu_client_us = (round(v, 1) for v in per_unit)
 
+    def _through_pooler(
+        self, name: str, clients: int, dsn: str, path: Path, tag: str
+    ) -> tuple[Cell, cpumeter.Reading | None]:
+        """A pooled cell: pgbench's clients through a throwaway pgbouncer in
+        transaction mode, in the simple protocol (no named prepared statements
+        through it), with pgbouncer's own figures."""
+        with pooler.pgbouncer(dsn, clients) as bouncer, pooler.PoolWatch(bouncer, SAMPLE_INTERVAL) as watch:
+            cell, cpu_before = self._measured("pooled", name, clients, bouncer.dsn, path, tag, prepared=False)
+        cell.pooler = {"pool_size": bouncer.pool_size, **watch.figures.as_json()}
+        return cell, cpu_before
+
     def measure(self, kind: str, name: str, clients: int) -> Cell:
-        """A strategy, shape, cart or checkout cell."""
+        """A strategy, shape, cart, checkout or pooled cell."""
         if kind == "checkout":
             prepare_as, path = checkouts.prepare_as(name), script(f"checkout_{name}")
         else:
-            prepare_as = "cart" if kind == "cart" else name
+            prepare_as = {"cart": "cart", "pooled": "stockpool"}.get(kind, name)
             path = script(prepare_as)
         units = self.units_for(name, clients)
         dsn = self.workspace.fresh(prepare_as, clients, units)
         tag = f"stockpool-bench-{name}-{clients}"
         tries = SERIALIZABLE_TRIES if name == "serializable" else 1
-        cell, cpu_before = self._measured(kind, name, clients, dsn, path, tag, max_tries=tries)
+        if kind == "pooled":
+            cell, cpu_before = self._through_pooler(name, clients, dsn, path, tag)
+        else:
+            cell, cpu_before = self._measured(kind, name, clients, dsn, path, tag, max_tries=tries)
         cell.units_per_transaction = CART_LINES if kind == "cart" or name == "cart_claim" else 1
         cell.units_available = units
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -278,12 +303,20 @@ class Bench:
         """Every cell of the run, in order: (kind, name, clients)."""
         cfg = self.config
         plan: list[tuple[str, str, int]] = []
+        pooled = cfg.pooled_clients if cfg.pooler != "none" else []
         for clients in cfg.clients:
             plan += [("strategy", s, clients) for s in cfg.strategies]
+            if clients in pooled:
+                plan.append(("pooled", cfg.pooler, clients))
             if cfg.cart:
                 plan.append(("cart", "reserve_cart", clients))
             if cfg.checkouts:
                 plan += [("checkout", c, clients) for c in checkouts.CHECKOUTS]
+        for clients in pooled:
+            if clients not in cfg.clients:
+                # The pooled cell beside the direct ones it is compared with.
+                plan += [("strategy", s, clients) for s in ("ceiling", "stockpool")]
+                plan.append(("pooled", cfg.pooler, clients))
         for clients in cfg.shape_clients:
             plan += [("shape", s, clients) for s in cfg.shapes]
         if cfg.catalogue_keys:

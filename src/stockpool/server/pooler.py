@@ -37,9 +37,11 @@ from pathlib import Path
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.rows import TupleRow
 
 from stockpool.errors import StockpoolError
 from stockpool.server.cluster import SERVER_USER, free_port, wait_ready
+from stockpool.server.sampler import Periodic
 
 POOLERS = ("none", "pgbouncer")
 
@@ -72,7 +74,9 @@ def pgbouncer(server_dsn: str, clients: int) -> Iterator[Pooler]:
     root = Path(tempfile.mkdtemp(prefix="stockpool-pgbouncer-"))
     port = free_port()
     size = pool_size()
-    (root / "userlist.txt").write_text(f'"{user}" ""\n')
+    # The server may want the DSN's password: pgbouncer sends it from here.
+    password = str(info.get("password") or "").replace('"', '""')
+    (root / "userlist.txt").write_text(f'"{user}" "{password}"\n')
     (root / "pgbouncer.ini").write_text(
         "[databases]\n"
         f"* = host={info.get('host') or '127.0.0.1'} port={info.get('port') or 5432}\n"
@@ -137,3 +141,88 @@ def _exited(proc: subprocess.Popen[str], stderr: Path) -> str | None:
         return None
     err = stderr.read_text(errors="replace").strip().splitlines()
     return f"pgbouncer exited at start: {err[-1] if err else proc.returncode}"
+
+
+@dataclass
+class PoolerFigures:
+    """What pgbouncer says of one run on one database: its transactions and
+    the time clients waited for a server connection (SHOW STATS, before and
+    after), and the clients waiting as SHOW POOLS was sampled."""
+
+    transactions: int = 0
+    wait_us: int = 0
+    samples: int = 0
+    cl_waiting_max: int = 0
+    cl_waiting_sum: int = 0
+    sv_active_max: int = 0
+
+    @property
+    def avg_wait_ms(self) -> float | None:
+        """Average wait for a server connection per transaction."""
+        return self.wait_us / self.transactions / 1000.0 if self.transactions else None
+
+    @property
+    def cl_waiting_mean(self) -> float | None:
+        return self.cl_waiting_sum / self.samples if self.samples else None
+
+    def as_json(self) -> dict[str, object]:
+        wait, mean = self.avg_wait_ms, self.cl_waiting_mean
+        return {
+            "transactions": self.transactions,
+            "avg_wait_ms": round(wait, 3) if wait is not None else None,
+            "cl_waiting_max": self.cl_waiting_max,
+            "cl_waiting_mean": round(mean, 1) if mean is not None else None,
+            "sv_active_max": self.sv_active_max,
+            "samples": self.samples,
+        }
+
+
+def _show(conn: psycopg.Connection[TupleRow], what: str, database: str) -> dict[str, object] | None:
+    """The row of SHOW POOLS or SHOW STATS for ``database`` (the admin
+    console answers the simple protocol only: no parameters)."""
+    cur = conn.execute(f"SHOW {what}")
+    names = [column.name for column in cur.description or ()]
+    for row in cur.fetchall():
+        values = dict(zip(names, row, strict=True))
+        if values.get("database") == database:
+            return values
+    return None
+
+
+def totals(admin_dsn: str, database: str) -> tuple[int, int]:
+    """SHOW STATS' total transactions and total client wait (µs) for ``database``."""
+    with psycopg.connect(admin_dsn, autocommit=True, prepare_threshold=None) as conn:
+        row = _show(conn, "STATS", database) or {}
+    return int(str(row.get("total_xact_count", 0))), int(str(row.get("total_wait_time", 0)))
+
+
+class PoolWatch(Periodic):
+    """SHOW POOLS of one database every ``period`` seconds, and SHOW STATS
+    at the start and the end: :attr:`figures` once stopped."""
+
+    def __init__(self, pooler: Pooler, period: float) -> None:
+        super().__init__("pool-watch", pooler.admin_dsn, period, fixed_rate=True)
+        self.database = str(conninfo_to_dict(pooler.dsn).get("dbname") or SERVER_USER)
+        self.figures = PoolerFigures()
+        self._start = (0, 0)
+
+    def start(self) -> None:
+        self._start = totals(self.dsn, self.database)
+        super().start()
+
+    def tick(self, conn: psycopg.Connection[TupleRow], elapsed: float) -> bool:
+        row = _show(conn, "POOLS", self.database)
+        if row is not None:
+            waiting = int(str(row["cl_waiting"]))
+            f = self.figures
+            f.samples += 1
+            f.cl_waiting_sum += waiting
+            f.cl_waiting_max = max(f.cl_waiting_max, waiting)
+            f.sv_active_max = max(f.sv_active_max, int(str(row["sv_active"])))
+        return False
+
+    def stop(self) -> None:
+        super().stop()
+        transactions, wait_us = totals(self.dsn, self.database)
+        self.figures.transactions = transactions - self._start[0]
+        self.figures.wait_us = wait_us - self._start[1]
