@@ -375,7 +375,8 @@ def test_pooled_cells_go_through_a_real_pgbouncer(pg_server: Any, tmp_path: Path
         assert cell.transactions <= figures["transactions"] <= cell.transactions + clients
         assert 0 < figures["sv_active_max"] <= figures["pool_size"] < 24
         assert figures["samples"] > 0 and 0 <= figures["cl_waiting_max"] <= clients
-    assert result.cell("pooled", "pgbouncer", 24).pooler["cl_waiting_max"] > 0  # type: ignore[union-attr]
+    many = result.cell("pooled", "pgbouncer", 24)
+    assert many is not None and many.pooler is not None and many.pooler["cl_waiting_max"] > 0
     text = markdown.markdown(result, None)
     assert "## Through PgBouncer" in text and "### The bar behind a pooler" in text
     assert "| clients | direct res/s | x ceiling | through pgbouncer res/s | x best direct |" in text
