@@ -29,7 +29,6 @@ import os
 import pwd
 import resource
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import TupleRow
 
 from stockpool.errors import StockpoolError
+from stockpool.server import daemon
 from stockpool.server.cluster import SERVER_USER, free_port, wait_ready
 from stockpool.server.sampler import Periodic
 
@@ -106,23 +106,15 @@ def pgbouncer(server_dsn: str, clients: int) -> Iterator[Pooler]:
         for path in (root, *root.iterdir()):
             os.chown(path, entry.pw_uid, entry.pw_gid)
         argv = ["runuser", "-u", SERVER_USER, "--", *argv]
-    stderr = root / "stderr.log"
-    with stderr.open("w") as err:
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, text=True)
     try:
-        pooled = through(server_dsn, port)
-        try:
-            wait_ready(pooled, timeout=20, exited=lambda: _exited(proc, stderr))
-        except psycopg.OperationalError as exc:
-            raise StockpoolError("pgbouncer did not accept connections within 20 s") from exc
-        yield Pooler(pooled, make_conninfo(pooled, dbname="pgbouncer"), size, root / "pgbouncer.log")
+        with daemon.running("pgbouncer", argv, root / "stderr.log") as bouncer:
+            pooled = through(server_dsn, port)
+            try:
+                wait_ready(pooled, timeout=20, exited=bouncer.exited)
+            except psycopg.OperationalError as exc:
+                raise StockpoolError("pgbouncer did not accept connections within 20 s") from exc
+            yield Pooler(pooled, make_conninfo(pooled, dbname="pgbouncer"), size, root / "pgbouncer.log")
     finally:
-        proc.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=10)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -133,14 +125,6 @@ def open_files(clients: int, servers: int) -> int:
     wanted = clients + 2 * servers + 128
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     return wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-
-
-def _exited(proc: subprocess.Popen[str], stderr: Path) -> str | None:
-    """Why pgbouncer is gone (its last line on stderr), or None while it runs."""
-    if proc.poll() is None:
-        return None
-    err = stderr.read_text(errors="replace").strip().splitlines()
-    return f"pgbouncer exited at start: {err[-1] if err else proc.returncode}"
 
 
 @dataclass
