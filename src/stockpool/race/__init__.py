@@ -5,11 +5,16 @@ Scenarios (each a function that returns what it measured and checked):
 - :func:`sellout` (sellout.py): C clients race for N units of one key;
 - :func:`soak` (soak.py): D seconds of a shop's mix over many keys, with a
   sweeper, a replenisher and invariant checks beside the clients;
-- :func:`hot` (hot.py): one hot key, reservations only, over client counts.
+- :func:`hot` (hot.py): one hot key, reservations only, over client counts;
+- ``failover`` (failover.py, ``race --failover``): Python clients and a worker
+  on a primary and its streaming standby (server/replica.py); the primary is
+  SIGKILLed mid-run and the standby promoted; journal.py holds the clients'
+  journals of what they were told and the check of them against the new
+  primary.
 
-harness.py holds what they share (one measured pgbench run, the common
-checks), verify.py the invariant checks, report.py the report, command.py the
-command line.
+harness.py holds what the pgbench scenarios share (one measured pgbench run,
+the common checks), verify.py the invariant checks, report.py the report,
+command.py the command line.
 """
 
 from stockpool.race.harness import ITEM_STRIDE, Harness, Measured, temporary_harness, zero_deadlocks

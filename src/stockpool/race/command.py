@@ -17,7 +17,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from stockpool.console import console, fail
 from stockpool.errors import StockpoolError, first_line
 from stockpool.install.deploy import deploy
-from stockpool.race.failover import FailoverOptions, failover
+from stockpool.race.failover import HOLD_BACK, FailoverOptions, failover
 from stockpool.race.harness import HELPER_SESSIONS, SCENARIOS, SHAPES, Harness, temporary_harness, validate
 from stockpool.race.hot import hot
 from stockpool.race.report import RunReport, render, write_json
@@ -230,6 +230,7 @@ def failover_options(
         clients=clients,
         duration=duration if duration is not None else FAILOVER_S,
         synchronous=not async_standby,
+        hold_back=HOLD_BACK if async_standby else None,
     )
     opts.validate()
     return opts
@@ -317,16 +318,16 @@ def command(
         typer.Option(
             "--failover",
             help="Kill the primary mid-run and promote its synchronous standby (clusters of its own; "
-            "--clients Python clients and a worker, --duration s, 20 by default); every acknowledged "
-            "outcome must be on the new primary.",
+            "--clients Python clients and a worker, --duration s, 20 by default; the soak's other "
+            "flags do not apply); every acknowledged outcome must be on the new primary.",
         ),
     ] = False,
     async_standby: Annotated[
         bool,
         typer.Option(
             "--async-standby",
-            help="--failover's negative control: an asynchronous standby cut off 1 s before the kill "
-            "loses commits; must FAIL and list them.",
+            help=f"--failover's negative control: an asynchronous standby cut off {HOLD_BACK:g} s before "
+            "the kill loses commits; must FAIL and list them.",
         ),
     ] = False,
     results: Annotated[Path, typer.Option(help="Directory for the JSON report.")] = Path("results"),

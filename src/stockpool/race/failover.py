@@ -16,10 +16,19 @@ the ledger equals its movement history (verify.py). The clients and the
 worker carried on (each committed on the new primary), and the time from
 the kill to the first commit acknowledged by the new primary is reported.
 
-The negative control (``synchronous=False``): an asynchronous standby cut
-off from its primary ``hold_back`` seconds before the kill (a network
-partition; the primary does not wait for it) misses the commits of those
-seconds, and the check lists exactly which.
+The check cannot pass for want of evidence: the old primary must have
+acknowledged outcomes before the kill, and every client and the worker must
+have committed on the new one. With a synchronous standby, replication must
+have been synchronous (``sync_state``) before the kill.
+
+``hold_back``: the standby is cut off from its primary that many seconds
+before the kill (a network partition). Synchronous, the primary then
+acknowledges nothing more (its commits wait for the standby until the kill;
+the clients retry them on the new primary), and a check says so. The
+negative control (``synchronous=False``, the command line's
+``--async-standby``): an asynchronous standby cut off ``HOLD_BACK`` s before
+the kill misses the commits the primary goes on acknowledging, and the check
+lists exactly which.
 """
 
 from __future__ import annotations
@@ -43,14 +52,23 @@ from stockpool.maintenance.worker import LOG as WORKER_LOG
 from stockpool.maintenance.worker import WorkerOptions
 from stockpool.race import verify
 from stockpool.race.harness import HELPER_SESSIONS, LOCATION, SHOP, validate
-from stockpool.race.journal import Answer, Missing, Mix, Shopper, WatchedWorker, missing
+from stockpool.race.journal import (
+    UNKNOWN,
+    Answer,
+    Missing,
+    Mix,
+    Shopper,
+    WatchedWorker,
+    journal_check,
+    missing,
+)
 from stockpool.race.report import RunReport, latency_ms
 from stockpool.server import cluster as clusters
 from stockpool.server import replica, stats
 from stockpool.server.pgbench import TxnLog
 from stockpool.server.target import connect
 
-MAX_LISTED = 5  # missing outcomes named in a check's detail; the report's counts list all
+HOLD_BACK = 1.0  # the negative control: seconds its asynchronous standby is cut off before the kill
 
 
 @dataclass(frozen=True)
@@ -60,8 +78,8 @@ class FailoverOptions:
     clients: int = 8
     duration: int = 20  # seconds of load, kill included
     kill_at: float | None = None  # seconds in; default: a third of the duration
-    synchronous: bool = True  # False: the negative control
-    hold_back: float = 1.0  # asynchronous: seconds the standby is cut off before the kill
+    synchronous: bool = True  # False: an asynchronous standby (with hold_back: the negative control)
+    hold_back: float | None = None  # seconds the standby is cut off before the kill; None: never
     items: int = 20
     stock: int = 1_000_000
     claim_pct: int = 60
@@ -78,8 +96,12 @@ class FailoverOptions:
             raise StockpoolError(
                 f"the kill must come within the run (0-{self.duration} s), got {self.kill_s:g}"
             )
-        if not self.synchronous and not 0 < self.hold_back < self.kill_s:
-            raise StockpoolError(f"the hold-back must be within 0-{self.kill_s:g} s, got {self.hold_back:g}")
+        if self.hold_back is not None and not 0 < self.hold_back < self.kill_s:
+            raise StockpoolError(
+                f"the standby cannot be cut off {self.hold_back:g} s before a kill at {self.kill_s:g} s: "
+                "the cut-off must come after the start and before the kill",
+                hint="a longer duration (the kill comes a third of the way in)",
+            )
         if self.claim_pct + self.release_pct > 100 or min(self.claim_pct, self.release_pct) < 0:
             raise StockpoolError("claim and release percentages must be >= 0 and add up to at most 100")
 
@@ -93,9 +115,9 @@ class Timeline:
 
     kill_s: float = 0.0
     promoted_s: float = 0.0
-    cut_s: float | None = None  # when the standby was cut off (the negative control)
+    cut_s: float | None = None  # when the standby was cut off (it received nothing after)
     lag_bytes: int = 0  # WAL the standby had not received when the primary died
-    replication: str = ""  # pg_stat_replication's sync_state just before the kill
+    replication: str = ""  # pg_stat_replication's sync_state just before the cut-off or the kill
     first_commit_s: float | None = None  # the first commit the new primary acknowledged
 
     @property
@@ -191,20 +213,22 @@ def failover_soak(
         with verify.snapshot(conn):
             lost, unasked = missing(conn, keys, answers)
             checks = [
-                _journal_check(answers, lost, unasked),
+                journal_check(answers, lost, unasked, primary.port),
                 verify.invariants(conn),
                 verify.ledger_history(conn, keys),
             ]
         wal = stats.wal_bytes(conn, before, stats.take(conn))
     first = min((a.at for a in answers if a.acknowledged and a.port == standby.port), default=None)
     timeline.first_commit_s = first
+    while_cut = _acknowledged_while_cut_off(answers, timeline, primary.port)
     checks += [
+        *([_waited_for_standby(timeline, while_cut)] if opts.synchronous else []),
         _error_answers(answers),
         _clients_carried_on(shoppers, standby.port),
         _worker_carried_on(worker, standby.port, worker_log),
         _first_commit(timeline),
     ]
-    report = _report(opts, answers, lost, timeline, worker, shoppers, checks, elapsed, wal)
+    report = _report(opts, answers, lost, timeline, worker, shoppers, checks, elapsed, wal, while_cut)
     return FailoverResult(report, answers, lost, timeline, version)
 
 
@@ -235,20 +259,18 @@ class _Clock:
 def _fail_over(
     primary: clusters.Cluster, standby: clusters.Cluster, opts: FailoverOptions, clock: _Clock
 ) -> Timeline:
-    """Kill the primary at ``kill_s`` (the asynchronous standby cut off
-    ``hold_back`` before), then promote the standby at once."""
+    """Kill the primary at ``kill_s`` (the standby cut off ``hold_back``
+    before, if given), then promote the standby at once."""
     timeline = Timeline()
-    if not opts.synchronous:
+    if opts.hold_back is not None:
         clock.wait_until(opts.kill_s - opts.hold_back)
-        timeline.cut_s = clock.now()
+        timeline.replication = _sync_state(primary)
         replica.cut_off(standby)
+        timeline.cut_s = clock.now()
         clock.say(f"standby cut off at {timeline.cut_s:.1f} s")
     clock.wait_until(opts.kill_s)
-    with connect(primary.dsn) as conn:
-        row = conn.execute(
-            "SELECT pg_catalog.string_agg(sync_state, ',') FROM pg_catalog.pg_stat_replication"
-        ).fetchone()
-    timeline.replication = str(row[0]) if row and row[0] else "no standby connected"
+    if opts.hold_back is None:
+        timeline.replication = _sync_state(primary)
     timeline.lag_bytes = replica.lag_bytes(primary, standby)
     timeline.kill_s = clock.now()
     primary.crash()
@@ -256,6 +278,15 @@ def _fail_over(
     timeline.promoted_s = clock.now()
     clock.say(f"primary killed at {timeline.kill_s:.1f} s, standby promoted in {timeline.promote_s:.2f} s")
     return timeline
+
+
+def _sync_state(primary: clusters.Cluster) -> str:
+    """The primary's standbys' ``sync_state`` (``sync``, ``async``), as it sees them now."""
+    with connect(primary.dsn) as conn:
+        row = conn.execute(
+            "SELECT pg_catalog.string_agg(sync_state, ',') FROM pg_catalog.pg_stat_replication"
+        ).fetchone()
+    return str(row[0]) if row and row[0] else "no standby connected"
 
 
 @contextlib.contextmanager
@@ -276,25 +307,27 @@ def _worker_log() -> Iterator[list[str]]:
         WORKER_LOG.removeHandler(handler)
 
 
-def _journal_check(answers: Sequence[Answer], lost: Sequence[Missing], unasked: int) -> Check:
-    acked = sum(a.acknowledged for a in answers)
-    unknown = sum(a.outcome == "unknown" for a in answers)
-    name = "every acknowledged outcome on the new primary"
-    if lost or unasked:
-        shown = "; ".join(m.line() for m in lost[:MAX_LISTED])
-        more = f"; and {len(lost) - MAX_LISTED} more" if len(lost) > MAX_LISTED else ""
-        extra = f"; {unasked} holds no client asked for" if unasked else ""
-        return Check(name, False, f"{len(lost)} of {acked} acknowledged outcomes lost: {shown}{more}{extra}")
-    return Check(
-        name,
-        True,
-        f"{acked} acknowledged outcomes of {len({a.checkout_id for a in answers})} checkouts, all there; "
-        f"{unknown} calls with an unknown outcome (not checked)",
-    )
+def _acknowledged_while_cut_off(answers: Sequence[Answer], timeline: Timeline, old_port: int) -> int | None:
+    """Calls sent to the old primary after its standby was cut off, and
+    acknowledged by it (None: the standby was never cut off)."""
+    if timeline.cut_s is None:
+        return None
+    cut = timeline.cut_s
+    return sum(a.acknowledged and a.port == old_port and a.at - a.took > cut for a in answers)
+
+
+def _waited_for_standby(timeline: Timeline, while_cut: int | None) -> Check:
+    """Synchronous: the standby was ``sync``; cut off, the primary acknowledged
+    no call sent after that (each commit waited for the standby until the kill)."""
+    when = "cut-off" if while_cut is not None else "kill"
+    detail = f"sync_state {timeline.replication} before the {when}"
+    if while_cut is not None:
+        detail += f"; {while_cut} calls sent after the cut-off acknowledged by the old primary"
+    return Check("commits waited for the standby", timeline.replication == "sync" and not while_cut, detail)
 
 
 def _error_answers(answers: Sequence[Answer]) -> Check:
-    errors = Counter(a.outcome for a in answers if not a.acknowledged and a.outcome != "unknown")
+    errors = Counter(a.outcome for a in answers if not a.acknowledged and a.outcome != UNKNOWN)
     detail = ", ".join(f"{state} x{n}" for state, n in sorted(errors.items()))
     return Check("no error answers", not errors, detail or "none: every call answered as expected")
 
@@ -333,8 +366,7 @@ def _first_commit(timeline: Timeline) -> Check:
         name,
         True,
         f"{timeline.kill_to_first_commit_s:.2f} s (pg_promote returned after {timeline.promote_s:.2f} s; "
-        f"replication {timeline.replication} at the kill, "
-        f"the standby {timeline.lag_bytes:,} bytes of WAL behind)",
+        f"the standby {timeline.lag_bytes:,} bytes of WAL behind at the kill)",
     )
 
 
@@ -348,6 +380,7 @@ def _report(
     checks: list[Check],
     elapsed: float,
     wal: int,
+    while_cut: int | None,
 ) -> RunReport:
     acked = [a for a in answers if a.acknowledged]
     outcomes = Counter(a.outcome for a in answers)
@@ -365,7 +398,8 @@ def _report(
         "cut_off_s": _rounded(timeline.cut_s),
         "promote_s": round(timeline.promote_s, 3),
         "kill_to_first_commit_s": _rounded(timeline.kill_to_first_commit_s),
-        "replication_at_kill": timeline.replication,
+        "replication_before_kill": timeline.replication,
+        "acknowledged_while_cut_off": while_cut,
         "standby_lag_bytes_at_kill": timeline.lag_bytes,
         "worker_cycles": len(worker.ran),
         "client_retries": sum(s.client.retries for s in shoppers),

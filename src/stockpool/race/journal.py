@@ -13,8 +13,11 @@ connection, so a failover shorter than the retries leaves no unknown outcome.
 
 :func:`missing` compares the acknowledged answers with the holds a server
 has: every one must be there, in the state the last acknowledged answer left
-it (a refused reservation: no hold). What differs is listed exactly: which
-checkout, what its client was told, what the server has instead.
+it (a refused reservation: no hold), or one a later call of unknown outcome
+may have moved it to. What differs is listed exactly: which checkout, what
+its client was told, what the server has instead. :func:`journal_check`
+makes that a check, which fails when the dead primary had acknowledged
+nothing (a check of nothing must not pass).
 
 :class:`WatchedWorker` is ``stockpool worker``'s loop, remembering when and on
 which server each cycle ran.
@@ -33,9 +36,10 @@ from datetime import timedelta
 import psycopg
 from psycopg.rows import TupleRow
 
+from stockpool.checks import Check
 from stockpool.client import Client, RetryPolicy, is_connection_lost
 from stockpool.maintenance.worker import Cycle, Worker, WorkerOptions
-from stockpool.race.verify import KeyRange
+from stockpool.race.verify import HELD, KeyRange
 
 ACKNOWLEDGED = {"reserve": ("reserved", "refused"), "claim": ("claimed",), "release": ("released",)}
 # The hold status an acknowledged answer leaves (None: no hold at all).
@@ -48,6 +52,7 @@ LEAVES: dict[str, tuple[str | None, ...]] = {
 # What a successful claim or release is answered.
 DONE = {"claim": "claimed", "release": "released"}
 UNKNOWN = "unknown"
+MAX_LISTED = 5  # missing outcomes named in the check's detail; the report's counts list all
 # Enough retries to ride out a failover (about 25 s of jittered waits of at
 # most half a second), and no longer.
 RIDE_OUT = RetryPolicy(attempts=100, base=0.05, cap=0.5)
@@ -205,21 +210,15 @@ class Missing:
         return f"checkout {self.checkout_id}: {self.told}; the server has {self.found}"
 
 
-HOLDS = """
-SELECT h.checkout_id, h.item_id, h.quantity, h.status
-FROM stockpool.holds AS h
-WHERE h.shop_id = ANY(%(shops)s)
-    AND h.item_id BETWEEN %(item_lo)s AND %(item_hi)s
-    AND h.location_id = %(location)s
-"""
-
-
 def missing(
     conn: psycopg.Connection[TupleRow], keys: KeyRange, answers: Sequence[Answer]
 ) -> tuple[list[Missing], int]:
     """The acknowledged answers whose effect the server does not have, in the
     order they were given, and the holds of ``keys`` no client ever asked for."""
-    holds = {row[0]: (int(row[1]), int(row[2]), str(row[3])) for row in conn.execute(HOLDS, keys.params)}
+    holds = {
+        checkout: (int(item), int(quantity), str(status))
+        for _, checkout, item, quantity, status, _ in conn.execute(HELD, keys.params)
+    }
     by_checkout: dict[uuid.UUID, list[Answer]] = {}
     for answer in sorted(answers, key=lambda a: a.at):
         by_checkout.setdefault(answer.checkout_id, []).append(answer)
@@ -231,7 +230,7 @@ def missing(
         last = acked[-1]
         # A later call whose outcome is unknown may have moved the hold on.
         allowed = set(LEAVES[last.outcome])
-        allowed |= {DONE[a.call] for a in calls[calls.index(last) + 1 :] if a.outcome == UNKNOWN}
+        allowed |= {DONE.get(a.call) for a in calls[calls.index(last) + 1 :] if a.outcome == UNKNOWN}
         if last.outcome == "released" and last.value == 0:
             allowed.add("expired")  # release of holds that had all expired: 0 units
         found = holds.get(checkout)
@@ -249,3 +248,26 @@ def missing(
             )
     unasked = sum(1 for checkout in holds if checkout not in by_checkout)
     return lost, unasked
+
+
+def journal_check(answers: Sequence[Answer], lost: Sequence[Missing], unasked: int, old_port: int) -> Check:
+    """:func:`missing`'s findings as a check: every acknowledged outcome is
+    there and no hold that no client asked for. FAIL also when the old primary
+    (``old_port``) acknowledged nothing: then nothing was put to the test."""
+    acked = sum(a.acknowledged for a in answers)
+    unknown = sum(a.outcome == UNKNOWN for a in answers)
+    name = "every acknowledged outcome on the new primary"
+    before = sum(a.acknowledged and a.port == old_port for a in answers)
+    if not before:
+        return Check(name, False, "the old primary acknowledged nothing before the kill: nothing to check")
+    if lost or unasked:
+        shown = "; ".join(m.line() for m in lost[:MAX_LISTED])
+        more = f"; and {len(lost) - MAX_LISTED} more" if len(lost) > MAX_LISTED else ""
+        extra = f"; {unasked} holds no client asked for" if unasked else ""
+        return Check(name, False, f"{len(lost)} of {acked} acknowledged outcomes lost: {shown}{more}{extra}")
+    return Check(
+        name,
+        True,
+        f"{acked} acknowledged outcomes of {len({a.checkout_id for a in answers})} checkouts "
+        f"({before} by the old primary), all there; {unknown} calls with an unknown outcome (not checked)",
+    )

@@ -127,7 +127,18 @@ def ledger_history(conn: psycopg.Connection[TupleRow], keys: KeyRange) -> Check:
     )
 
 
-CLIENT_OUTCOMES = """
+# The holds of a run's keys, as clients see them: also the failover soak's
+# (race/journal.py) against its journal.
+HELD = """
+SELECT h.shop_id, h.checkout_id, h.item_id, h.quantity, h.status,
+       h.expires_at <= pg_catalog.now() AS overdue
+FROM stockpool.holds AS h
+WHERE h.shop_id = ANY(%(shops)s)
+    AND h.item_id BETWEEN %(item_lo)s AND %(item_hi)s
+    AND h.location_id = %(location)s
+"""
+
+CLIENT_OUTCOMES = f"""
 WITH asked AS (
     SELECT o.checkout_id, o.shop_id, l.item_id, pg_catalog.sum(l.quantity)::integer AS quantity,
            o.intent, o.reserved, o.settled, o.settled_units,
@@ -138,14 +149,7 @@ WITH asked AS (
     WHERE o.run_id = %(run)s
     GROUP BY o.checkout_id, o.shop_id, l.item_id, o.intent, o.reserved, o.settled, o.settled_units
 ),
-held AS (
-    SELECT h.shop_id, h.checkout_id, h.item_id, h.quantity, h.status,
-           h.expires_at <= pg_catalog.now() AS overdue
-    FROM stockpool.holds AS h
-    WHERE h.shop_id = ANY(%(shops)s)
-        AND h.item_id BETWEEN %(item_lo)s AND %(item_hi)s
-        AND h.location_id = %(location)s
-),
+held AS ({HELD}),
 judged AS (
     SELECT coalesce(a.checkout_id, h.checkout_id) AS checkout_id,
            coalesce(a.item_id, h.item_id) AS item_id,

@@ -10,6 +10,7 @@ OS user through ``runuser``.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import pwd
 import shutil
@@ -26,6 +27,7 @@ from types import FrameType
 from stockpool.errors import StockpoolError
 
 SERVER_USER = "postgres"
+IPC_RMID = 0  # shmctl: remove the segment (Linux)
 
 # Settings for a throwaway test/bench server: durable enough to be honest
 # about commit cost (fsync stays on), sized for a 2-core machine.
@@ -121,11 +123,14 @@ class Cluster:
             _end_group(proc)
             raise
         if proc.returncode != 0:
-            log = self.logfile.read_text(errors="replace")[-2000:] if self.logfile.exists() else ""
             raise StockpoolError(
-                f"{tool} failed: {(stderr or stdout).strip().splitlines()[-1:]}",
-                hint=f"server log tail:\n{log}" if log else None,
+                f"{tool} failed: {(stderr or stdout).strip().splitlines()[-1:]}", hint=self.log_hint()
             )
+
+    def log_hint(self) -> str | None:
+        """The tail of the server log, as an error's hint (None when there is no log yet)."""
+        log = self.logfile.read_text(errors="replace")[-2000:] if self.logfile.exists() else ""
+        return f"server log tail:\n{log}" if log else None
 
     def init(self) -> None:
         self._run(
@@ -189,24 +194,49 @@ class Cluster:
 
     def crash(self, timeout: float = 10) -> None:
         """SIGKILL the postmaster and every server process at once, as a
-        machine that loses power; return once none is left. Each server
-        process leads a session of its own, so they are found by parent: the
-        postmaster is stopped first, so it forks no new one meanwhile."""
-        postmaster = self.postmaster_pid()
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(postmaster, signal.SIGSTOP)
-        server = [pid for pid, _, parent, _ in _processes() if parent == postmaster]
-        for pid in [*server, postmaster]:
+        machine that loses power; return once none is left.
+
+        Each server process leads a session of its own, so they are found by
+        parent: the postmaster is stopped first, so it forks no new one
+        meanwhile, and it is killed whatever happens (an interrupt after the
+        SIGSTOP must not leave it frozen). What only the next start of this
+        data directory would clear goes too, as with a power loss: the lock
+        file (``running()`` is then False, and nothing ever signals its pid,
+        which another process may reuse) and the SysV shared memory segment."""
+        if not self.running():
+            raise StockpoolError(f"no server runs on {self.datadir}: nothing to crash")
+        lock = (self.datadir / "postmaster.pid").read_text().splitlines()
+        postmaster = int(lock[0])
+        server: list[int] = []
+        try:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + timeout
+                os.kill(postmaster, signal.SIGSTOP)
+            server = [pid for pid, _, parent, _ in _processes() if parent == postmaster]
+            for pid in server:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(postmaster, signal.SIGKILL)
         server.append(postmaster)
+        deadline = time.monotonic() + timeout
         while any(pid in server and state != "Z" for pid, state, _, _ in _processes()):
             if time.monotonic() > deadline:
                 raise StockpoolError(
                     f"server processes of {self.datadir} still run {timeout:g} s after SIGKILL"
                 )
             time.sleep(0.01)
+        (self.datadir / "postmaster.pid").unlink(missing_ok=True)
+        _remove_segment(lock)
+
+
+def _remove_segment(lock: list[str]) -> None:
+    """Remove the SysV shared memory segment a dead postmaster's lock file
+    names (line 7: key and id), which nothing else would ever remove."""
+    fields = lock[6].split() if len(lock) > 6 else []
+    if len(fields) == 2 and fields[1].isdigit():
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.shmctl(int(fields[1]), IPC_RMID, None)  # gone already: EINVAL, nothing to do
 
 
 def _processes() -> Iterator[tuple[int, str, int, int]]:

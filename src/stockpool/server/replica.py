@@ -7,7 +7,10 @@ starts it as a hot standby and waits until the primary's
 ``pg_stat_replication`` shows it streaming. Synchronous, the primary's
 ``synchronous_standby_names`` names it, so that every commit waits until the
 standby has flushed the commit's WAL (``synchronous_commit = on``) before the
-client hears of it; asynchronous, the primary commits without waiting.
+client hears of it, and :func:`standby_of` returns once the primary reports
+it ``sync``; asynchronous, the primary commits without waiting. On exit the
+primary's ``synchronous_standby_names`` is emptied again, also when the
+setup failed half-way.
 
 The standby's own ``synchronous_standby_names`` is empty: once promoted it
 must not wait for a standby it does not have.
@@ -34,6 +37,24 @@ from stockpool.errors import StockpoolError
 from stockpool.server.cluster import SERVER_USER, Cluster, throwaway
 
 STANDBY_NAME = "stockpool_standby"
+STREAMING = """
+SELECT pg_catalog.count(*) > 0
+FROM pg_catalog.pg_stat_replication
+WHERE application_name = %s
+    AND state = 'streaming'
+"""
+# sync_state is judged with the synchronous_standby_names of the session that
+# asks, so this also waits until that session took the reload; it must see
+# synchronous_commit on too. (Backends wait once the checkpointer, idle and
+# woken by the same reload, has set the shared flag they read: milliseconds.
+# test_failover.py shows a commit waiting; the failover soak, cut off, too.)
+SYNCHRONOUS = """
+SELECT pg_catalog.count(*) > 0
+    AND pg_catalog.current_setting('synchronous_commit') = 'on'
+FROM pg_catalog.pg_stat_replication
+WHERE application_name = %s
+    AND sync_state = 'sync'
+"""
 
 
 def _connect(cluster: Cluster) -> psycopg.Connection[TupleRow]:
@@ -55,11 +76,15 @@ def multi_host_dsn(clusters: Sequence[Cluster], dbname: str = "postgres", **para
     )
 
 
-def _until(check: psycopg.Connection[TupleRow], query: str, params: Sequence[object], what: str) -> None:
+def _until(
+    check: psycopg.Connection[TupleRow], query: str, params: Sequence[object], what: str, standby: Cluster
+) -> None:
+    """Poll ``query`` on ``check`` until it returns true; after 60 s, one clear
+    error with the standby's log as its hint."""
     deadline = time.monotonic() + 60
     while not (check.execute(query, params).fetchone() or (False,))[0]:
         if time.monotonic() > deadline:
-            raise StockpoolError(f"the standby is not {what} after 60 s")
+            raise StockpoolError(f"the standby is not {what} after 60 s", hint=standby.log_hint())
         time.sleep(0.05)
 
 
@@ -98,24 +123,12 @@ def standby_of(primary: Cluster, *, synchronous: bool, name: str = STANDBY_NAME)
         "synchronous_standby_names": "''",
     }
     with throwaway(settings, create=lambda standby: _clone(primary, standby)) as standby:
-        with _connect(primary) as conn:
-            _until(
-                conn,
-                "SELECT pg_catalog.count(*) > 0 FROM pg_catalog.pg_stat_replication"
-                " WHERE application_name = %s AND state = 'streaming'",
-                (name,),
-                "streaming",
-            )
-            if synchronous:
-                _set(conn, synchronous_standby_names=f"FIRST 1 ({name})", synchronous_commit="on")
-                _until(
-                    conn,
-                    "SELECT pg_catalog.count(*) > 0 FROM pg_catalog.pg_stat_replication"
-                    " WHERE application_name = %s AND sync_state = 'sync'",
-                    (name,),
-                    "synchronous",
-                )
         try:
+            with _connect(primary) as conn:
+                _until(conn, STREAMING, (name,), "streaming", standby)
+                if synchronous:
+                    _set(conn, synchronous_standby_names=f"FIRST 1 ({name})", synchronous_commit="on")
+                    _until(conn, SYNCHRONOUS, (name,), "synchronous", standby)
             yield standby
         finally:
             if synchronous and primary.running():
@@ -153,6 +166,7 @@ def cut_off(standby: Cluster) -> str:
             "SELECT pg_catalog.count(*) = 0 FROM pg_catalog.pg_stat_wal_receiver",
             (),
             "cut off from its primary",
+            standby,
         )
         row = conn.execute("SELECT pg_catalog.pg_last_wal_receive_lsn()::text").fetchone()
     return str(row[0]) if row else ""
