@@ -81,6 +81,7 @@ def test_the_worker_runs_through_the_pooler(dsn: str, pooled: pooler.Pooler) -> 
     worker = Worker(pooled.dsn, WorkerOptions())
     with worker.connect() as conn:
         done = [worker.cycle(conn) for _ in range(8)]  # more than psycopg's prepare threshold of 5
+    worker.close()
     assert sum(c.expired for c in done) == 3
 
 

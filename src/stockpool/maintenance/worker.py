@@ -106,6 +106,12 @@ class Worker:
         with contextlib.suppress(BlockingIOError):  # the pipe is full: a wake-up is pending
             os.write(self._wake_w, b"x")
 
+    def close(self) -> None:
+        """Close the wake-up pipe, once run() has returned and nothing calls stop() again."""
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
     def _wait(self, seconds: float) -> bool:
         """Sleep up to ``seconds``; True when asked to stop."""
         if not self._stop and seconds > 0:

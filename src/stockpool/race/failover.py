@@ -202,6 +202,8 @@ def failover_soak(
             worker.stop()
             for thread in threads:
                 thread.join(timeout=60)
+            if not any(t.is_alive() for t in threads):
+                worker.close()
     elapsed = time.monotonic() - started
     failures = [f"{s.name}: {s.failure!r}" for s in shoppers if s.failure]
     failures += [f"worker: {worker.failure!r}"] if worker.failure else []
