@@ -8,6 +8,7 @@
 -- still need more than the new on_hand, nothing changes and SP002 is raised.
 -- Pending claims of the key are folded first (stockpool._settle), so on_hand
 -- here is the true figure.
+-- Holds it expires are counted (_tally_expiry) once the change is made.
 -- Locks: the key's refill advisory lock, then the ledger row (the same order
 -- as refills); never waits on pool rows or hold rows (both SKIP LOCKED).
 -- Raises 22003 (result beyond integer), 22023 (negative result), SP001
@@ -29,6 +30,7 @@ DECLARE
     v_target bigint;
     v_taken integer;
     v_expired integer;
+    v_expired_holds integer := 0;
 BEGIN
     PERFORM pg_catalog.pg_advisory_xact_lock(
         stockpool._key_lock_id(p_shop_id, p_item_id, p_location_id));
@@ -119,7 +121,8 @@ BEGIN
                     AND h.location_id = p_location_id
                 RETURNING h.quantity
             )
-            SELECT coalesce(pg_catalog.sum(expired.quantity), 0)::integer INTO v_expired
+            SELECT coalesce(pg_catalog.sum(expired.quantity), 0)::integer, pg_catalog.count(*)::integer
+            INTO v_expired, v_expired_holds
             FROM expired;
             v_taken := LEAST(v_expired, v_stock.allocated - v_target);
             IF v_stock.pool_target = 0 THEN
@@ -152,6 +155,9 @@ BEGIN
     VALUES (p_shop_id, p_item_id, p_location_id, (v_target - v_stock.on_hand)::integer,
             v_target::integer, CASE WHEN p_relative THEN 'adjust' ELSE 'set' END);
 
+    FOR v_i IN 1..v_expired_holds LOOP
+        PERFORM stockpool._tally_expiry();
+    END LOOP;
     RETURN v_target::integer;
 END;
 $function$;

@@ -4,7 +4,9 @@
 -- Locks: the overdue hold rows FOR UPDATE SKIP LOCKED (a hold being claimed
 -- or released is left to its owner; concurrent callers take disjoint
 -- batches), then per key what _return_units takes (SKIP LOCKED or inserts):
--- never waits. Touches holds, pool_units, stock, movements.
+-- never waits. Each hold expired is counted by _tally_expiry once its units
+-- are back (stockpool.metrics()'s expiries_total).
+-- Touches holds, pool_units, stock, movements.
 CREATE OR REPLACE FUNCTION stockpool._expire_due(
     p_batch integer
 )
@@ -51,6 +53,9 @@ BEGIN
         PERFORM stockpool._return_units(v_key.shop_id, v_key.item_id, v_key.location_id,
                                         v_key.units, v_key.buckets);
         v_holds := v_holds + v_key.holds;
+    END LOOP;
+    FOR v_i IN 1..v_holds LOOP
+        PERFORM stockpool._tally_expiry();
     END LOOP;
     RETURN v_holds;
 END;

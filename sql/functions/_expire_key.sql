@@ -6,7 +6,9 @@
 -- expired hold is about to fail and roll back. After the wait a hold that is
 -- no longer live is left alone. Callers must hold no pool row, refill lock or
 -- ledger row (see _take_lines): claim locks holds before ledger rows.
--- Returns units returned. Touches holds, pool_units.
+-- Returns the number of holds expired: _take_lines counts them
+-- (_tally_expiry) only if its take succeeds, since its refusal rolls these
+-- expiries back. Touches holds, pool_units.
 CREATE OR REPLACE FUNCTION stockpool._expire_key(
     p_shop_id bigint,
     p_item_id bigint,
@@ -18,6 +20,7 @@ LANGUAGE plpgsql
 AS $function$
 DECLARE
     v_units integer;
+    v_holds integer;
 BEGIN
     WITH due AS (
         SELECT h.checkout_id
@@ -41,12 +44,14 @@ BEGIN
             AND h.location_id = p_location_id
         RETURNING h.quantity
     )
-    SELECT coalesce(pg_catalog.sum(expired.quantity), 0)::integer INTO v_units
+    SELECT coalesce(pg_catalog.sum(expired.quantity), 0)::integer, pg_catalog.count(*)::integer
+    INTO v_units, v_holds
     FROM expired;
 
-    RETURN stockpool._add_units(p_shop_id, p_item_id, p_location_id, v_units, p_buckets);
+    PERFORM stockpool._add_units(p_shop_id, p_item_id, p_location_id, v_units, p_buckets);
+    RETURN v_holds;
 END;
 $function$;
 
 COMMENT ON FUNCTION stockpool._expire_key(bigint, bigint, bigint, integer) IS
-'Internal: expire one key''s overdue holds and return their units to its pool.';
+'Internal: expire one key''s overdue holds and return their units to its pool; returns holds expired.';

@@ -28,7 +28,9 @@
 -- (waiting; the key's pending claims are folded under it); both held to
 -- commit. Cost is independent of the number of holds (allocated is a
 -- counter); a check that finds the pool above its mark writes nothing.
--- Returns units added. Touches stock, pool_units, pending_claims, movements.
+-- Returns units added. Not counted here: a caller whose subtransaction may
+-- roll the refill back counts it (_tally_refill) once it stands.
+-- Touches stock, pool_units, pending_claims, movements.
 CREATE OR REPLACE FUNCTION stockpool._refill(
     p_shop_id bigint,
     p_item_id bigint,

@@ -19,7 +19,10 @@
 -- Hold rows are waited on only while no pool row, refill lock or ledger row
 -- is held (claim locks holds, then ledger rows), so no wait can close a cycle.
 -- Returns true with all units taken (deleted from the pool), false with no
--- change at all. Touches pool_units, stock, holds.
+-- change at all. The refills and expiries of the path that succeeded are
+-- counted (_tally_refill, _tally_expiry) just before it returns true: a
+-- path that fails is rolled back, and so are its refills and expiries.
+-- Touches pool_units, stock, holds.
 CREATE OR REPLACE FUNCTION stockpool._take_lines(
     p_shop_id bigint,
     p_item_ids bigint[],
@@ -35,6 +38,8 @@ DECLARE
     v_got integer;
     v_lines integer := pg_catalog.array_length(p_item_ids, 1);
     v_tried boolean;
+    v_refills integer := 0;
+    v_expired integer := 0;
 BEGIN
     BEGIN
         FOR v_i IN 1..v_lines LOOP
@@ -83,6 +88,8 @@ BEGIN
                         WHEN SQLSTATE 'SPX02' THEN
                             NULL;
                     END;
+                ELSE
+                    v_refills := v_refills + 1;
                 END IF;
                 v_got := v_got + stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                                  p_quantities[v_i] - v_got, p_buckets[v_i]);
@@ -91,32 +98,44 @@ BEGIN
                 RAISE EXCEPTION USING ERRCODE = 'SPX01';
             END IF;
         END LOOP;
+        FOR v_i IN 1..v_refills LOOP
+            PERFORM stockpool._tally_refill();
+        END LOOP;
         RETURN true;
     EXCEPTION
         WHEN SQLSTATE 'SPX01' THEN
             NULL;
     END;
 
+    v_refills := 0;
     BEGIN
         -- Before any pool row or ledger row is locked: waiting on hold rows
         -- while holding a ledger row could close a cycle with claim.
         FOR v_i IN 1..v_lines LOOP
-            PERFORM stockpool._expire_key(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
-                                          p_buckets[v_i]);
+            v_expired := v_expired + stockpool._expire_key(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
+                                                           p_buckets[v_i]);
         END LOOP;
         FOR v_i IN 1..v_lines LOOP
             v_got := stockpool._take_waiting(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                              p_quantities[v_i]);
             IF v_got < p_quantities[v_i] THEN
-                PERFORM stockpool._refill(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
-                                          p_min_extra => p_quantities[v_i] - v_got,
-                                          p_wait => true, p_low_water_only => false);
+                IF stockpool._refill(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
+                                     p_min_extra => p_quantities[v_i] - v_got,
+                                     p_wait => true, p_low_water_only => false) > 0 THEN
+                    v_refills := v_refills + 1;
+                END IF;
                 v_got := v_got + stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                                  p_quantities[v_i] - v_got, p_buckets[v_i]);
             END IF;
             IF v_got < p_quantities[v_i] THEN
                 RAISE EXCEPTION USING ERRCODE = 'SPX01';
             END IF;
+        END LOOP;
+        FOR v_i IN 1..v_expired LOOP
+            PERFORM stockpool._tally_expiry();
+        END LOOP;
+        FOR v_i IN 1..v_refills LOOP
+            PERFORM stockpool._tally_refill();
         END LOOP;
         RETURN true;
     EXCEPTION

@@ -13,6 +13,7 @@
 -- held and waits for neither). A key whose locks are busy is skipped: its
 -- holder is refilling or using it. Never waits: two maintainers that each
 -- settled one key's row and then waited for the other's would deadlock.
+-- Each refill that moved units is counted (_tally_refill).
 -- Returns units added. Touches stock, pool_units, pending_claims, movements.
 CREATE OR REPLACE FUNCTION stockpool._top_up_low(
     p_batch integer,
@@ -24,6 +25,7 @@ AS $function$
 DECLARE
     v_key record;
     v_added integer := 0;
+    v_refilled integer;
 BEGIN
     FOR v_key IN
         SELECT s.shop_id, s.item_id, s.location_id,
@@ -48,8 +50,12 @@ BEGIN
             AND s.location_id = v_key.location_id
         FOR NO KEY UPDATE SKIP LOCKED;
         CONTINUE WHEN NOT FOUND;
-        v_added := v_added + stockpool._refill(v_key.shop_id, v_key.item_id, v_key.location_id,
-                                               p_min_extra => 0, p_wait => false, p_low_water_only => true);
+        v_refilled := stockpool._refill(v_key.shop_id, v_key.item_id, v_key.location_id,
+                                        p_min_extra => 0, p_wait => false, p_low_water_only => true);
+        IF v_refilled > 0 THEN
+            PERFORM stockpool._tally_refill();
+            v_added := v_added + v_refilled;
+        END IF;
     END LOOP;
     RETURN v_added;
 END;

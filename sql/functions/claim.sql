@@ -15,6 +15,8 @@
 -- Locks: the checkout lock, the checkout's hold rows FOR UPDATE, then the
 -- ledger rows of its keys in sorted key order, SKIP LOCKED (pool, then
 -- holds, then ledger; nothing waited for after the hold rows).
+-- Counted (stockpool.metrics()): each line claimed by _tally_claim, once the
+-- claim's writes are done; a retry is not counted.
 -- Raises 22004 (NULL argument), SP003 (unknown checkout), SP004 (a live hold
 -- of the checkout has expired: nothing is claimed), SP005 (the checkout was
 -- released: nothing left to claim).
@@ -139,6 +141,9 @@ BEGIN
         AND h.checkout_id = p_checkout_id
         AND h.status = 'held';
 
+    FOR v_i IN 1..v_held LOOP
+        PERFORM stockpool._tally_claim();
+    END LOOP;
     RETURN v_claimed;
 END;
 $function$;

@@ -6,6 +6,8 @@
 -- their units went back when they expired.
 -- Locks: the checkout lock, then the checkout's hold rows FOR UPDATE, then
 -- (for a key without a pool) its ledger row SKIP LOCKED, never waiting.
+-- Counted (stockpool.metrics()): each line released by _tally_release, once
+-- the release's writes are done; a retry is not counted.
 -- Raises 22004 (NULL argument), SP003 (unknown checkout), SP006 (the checkout
 -- was claimed: paid stock is not given back by release).
 -- Touches holds, stock, pool_units.
@@ -24,6 +26,7 @@ DECLARE
     v_held integer := 0;
     v_claimed integer := 0;
     v_released integer := 0;
+    v_ended integer := 0;
 BEGIN
     IF p_shop_id IS NULL OR p_checkout_id IS NULL THEN
         RAISE EXCEPTION 'stockpool.release: % must not be NULL',
@@ -82,8 +85,12 @@ BEGIN
         PERFORM stockpool._return_units(p_shop_id, v_hold.item_id, v_hold.location_id,
                                         v_hold.quantity, v_hold.buckets);
         v_released := v_released + v_hold.quantity;
+        v_ended := v_ended + 1;
     END LOOP;
 
+    FOR v_i IN 1..v_ended LOOP
+        PERFORM stockpool._tally_release();
+    END LOOP;
     RETURN v_released;
 END;
 $function$;

@@ -1,7 +1,8 @@
 -- replenish_pool: top a key's pool up to p_cap units (default: the key's
 -- pool_cap) from free stock (on_hand - allocated). One refiller per key at a
 -- time: it waits for the key's transaction-scoped advisory lock.
--- Returns units added (0 when the pool is full or nothing is free).
+-- Returns units added (0 when the pool is full or nothing is free); a refill
+-- that added units is counted (_tally_refill).
 -- Locks: the key's refill lock, then its ledger row, both to commit. Its cost
 -- does not depend on the number of holds: allocated is kept as a counter.
 -- Raises 22004 (NULL key argument), 22023 (p_cap <= 0), SP001 (unknown key).
@@ -19,6 +20,7 @@ SET search_path = pg_catalog, pg_temp
 AS $function$
 DECLARE
     v_stock stockpool.stock;
+    v_added integer;
 BEGIN
     IF p_shop_id IS NULL OR p_item_id IS NULL OR p_location_id IS NULL THEN
         RAISE EXCEPTION 'stockpool.replenish_pool: % must not be NULL',
@@ -34,9 +36,13 @@ BEGIN
     v_stock := stockpool._stock_row(p_shop_id, p_item_id, p_location_id);
     -- An explicit level: without p_cap, the key's pool_cap (a refill on its
     -- own sizes the pool by the key's demand instead).
-    RETURN stockpool._refill(p_shop_id, p_item_id, p_location_id,
-                             p_min_extra => 0, p_wait => true, p_low_water_only => false,
-                             p_cap => coalesce(p_cap, v_stock.pool_cap));
+    v_added := stockpool._refill(p_shop_id, p_item_id, p_location_id,
+                                 p_min_extra => 0, p_wait => true, p_low_water_only => false,
+                                 p_cap => coalesce(p_cap, v_stock.pool_cap));
+    IF v_added > 0 THEN
+        PERFORM stockpool._tally_refill();
+    END IF;
+    RETURN v_added;
 END;
 $function$;
 

@@ -4,6 +4,8 @@
 -- two carts with opposite line orders cannot deadlock.
 -- Returns true when all lines are held (a retry of the same cart is a no-op),
 -- false when any line lacks stock (nothing is held then).
+-- Counted (stockpool.metrics()): each line held by _tally_reservation, a
+-- refused cart once by _tally_refusal; a retry is not counted.
 -- Locks: the checkout lock, then per key in order as in _take_lines.
 -- Raises 22004 (NULL argument or NULL array element), 22023 (empty or unequal
 -- arrays, quantity <= 0, ttl <= 0), 22003 (a key's summed quantity exceeds
@@ -116,12 +118,16 @@ BEGIN
     END IF;
 
     IF NOT stockpool._take_lines(p_shop_id, v_item_ids, v_location_ids, v_quantities, v_buckets) THEN
+        PERFORM stockpool._tally_refusal();
         RETURN false;
     END IF;
 
     FOR v_i IN 1..v_lines LOOP
         PERFORM stockpool._record_hold(p_shop_id, p_checkout_id, v_item_ids[v_i],
                                        v_location_ids[v_i], v_quantities[v_i], p_ttl, p_reopen => true);
+    END LOOP;
+    FOR v_i IN 1..v_lines LOOP
+        PERFORM stockpool._tally_reservation();
     END LOOP;
     RETURN true;
 END;

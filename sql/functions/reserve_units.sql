@@ -14,6 +14,9 @@
 -- after a successful take when it looks thin (sampled, try-lock only: nobody
 -- queues on a low-water refill). A refused request deletes the hold row it
 -- inserted, so it leaves nothing behind.
+-- Counted (stockpool.metrics()): a new hold by _tally_reservation, a refusal
+-- by _tally_refusal, a low-water refill that moved units by _tally_refill;
+-- a retry is not counted.
 -- Raises 22004 (NULL argument), 22023 (quantity <= 0, ttl <= 0),
 -- SP001 (unknown key), SP007 (checkout holds a different quantity).
 -- Touches holds, stock (a free ledger row's allocated; refills), pool_units.
@@ -69,8 +72,12 @@ BEGIN
         -- No new hold can be that big: only a retry of an old one succeeds.
         -- (The ledger row's on_hand still counts pending claims, so it is
         -- never below the true figure: this only answers what it must.)
-        RETURN stockpool._existing_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
-                                        p_quantity, p_ttl);
+        IF stockpool._existing_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
+                                    p_quantity, p_ttl) THEN
+            RETURN true;
+        END IF;
+        PERFORM stockpool._tally_refusal();
+        RETURN false;
     END IF;
 
     -- The hold row goes in first, and inserting it is the idempotency check:
@@ -84,10 +91,12 @@ BEGIN
         END IF;
         IF NOT stockpool._take_lines(p_shop_id, ARRAY[p_item_id], ARRAY[p_location_id],
                                      ARRAY[p_quantity], ARRAY[v_stock.buckets]) THEN
+            PERFORM stockpool._tally_refusal();
             RETURN false;
         END IF;
         PERFORM stockpool._record_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
                                        p_quantity, p_ttl, p_reopen => true);
+        PERFORM stockpool._tally_reservation();
         RETURN true;
     END IF;
 
@@ -100,6 +109,7 @@ BEGIN
     IF v_stock.pool_target = 0 AND v_stock.on_hand - v_stock.allocated >= p_quantity THEN
         BEGIN
             IF stockpool._take_ledger(p_shop_id, p_item_id, p_location_id, p_quantity) THEN
+                PERFORM stockpool._tally_reservation();
                 RETURN true;
             END IF;
             RAISE EXCEPTION USING ERRCODE = 'SPX03';
@@ -125,14 +135,18 @@ BEGIN
                     stockpool._refill_mark(stockpool._pool_level(v_stock.pool_target), v_stock.low_water,
                                            v_stock.pool_cap),
                     stockpool._pool_level(v_stock.pool_target) / 4) < c_looks THEN
-            PERFORM stockpool._refill(p_shop_id, p_item_id, p_location_id,
-                                      p_min_extra => 0, p_wait => false, p_low_water_only => true);
+            IF stockpool._refill(p_shop_id, p_item_id, p_location_id,
+                                 p_min_extra => 0, p_wait => false, p_low_water_only => true) > 0 THEN
+                PERFORM stockpool._tally_refill();
+            END IF;
         END IF;
+        PERFORM stockpool._tally_reservation();
         RETURN true;
     END IF;
 
     IF stockpool._take_lines(p_shop_id, ARRAY[p_item_id], ARRAY[p_location_id],
                              ARRAY[p_quantity], ARRAY[v_stock.buckets]) THEN
+        PERFORM stockpool._tally_reservation();
         RETURN true;
     END IF;
 
@@ -142,6 +156,7 @@ BEGIN
         AND h.checkout_id = p_checkout_id
         AND h.item_id = p_item_id
         AND h.location_id = p_location_id;
+    PERFORM stockpool._tally_refusal();
     RETURN false;
 END;
 $function$;

@@ -70,6 +70,7 @@ DECLARE
     v_target bigint;
     v_taken integer;
     v_expired integer;
+    v_expired_holds integer := 0;
 BEGIN
     PERFORM pg_catalog.pg_advisory_xact_lock(
         stockpool._key_lock_id(p_shop_id, p_item_id, p_location_id));
@@ -160,7 +161,8 @@ BEGIN
                     AND h.location_id = p_location_id
                 RETURNING h.quantity
             )
-            SELECT coalesce(pg_catalog.sum(expired.quantity), 0)::integer INTO v_expired
+            SELECT coalesce(pg_catalog.sum(expired.quantity), 0)::integer, pg_catalog.count(*)::integer
+            INTO v_expired, v_expired_holds
             FROM expired;
             v_taken := LEAST(v_expired, v_stock.allocated - v_target);
             IF v_stock.pool_target = 0 THEN
@@ -193,6 +195,9 @@ BEGIN
     VALUES (p_shop_id, p_item_id, p_location_id, (v_target - v_stock.on_hand)::integer,
             v_target::integer, CASE WHEN p_relative THEN 'adjust' ELSE 'set' END);
 
+    FOR v_i IN 1..v_expired_holds LOOP
+        PERFORM stockpool._tally_expiry();
+    END LOOP;
     RETURN v_target::integer;
 END;
 $$;
@@ -402,6 +407,9 @@ BEGIN
                                         v_key.units, v_key.buckets);
         v_holds := v_holds + v_key.holds;
     END LOOP;
+    FOR v_i IN 1..v_holds LOOP
+        PERFORM stockpool._tally_expiry();
+    END LOOP;
     RETURN v_holds;
 END;
 $$;
@@ -423,6 +431,7 @@ CREATE FUNCTION stockpool._expire_key(p_shop_id bigint, p_item_id bigint, p_loca
     AS $$
 DECLARE
     v_units integer;
+    v_holds integer;
 BEGIN
     WITH due AS (
         SELECT h.checkout_id
@@ -446,10 +455,12 @@ BEGIN
             AND h.location_id = p_location_id
         RETURNING h.quantity
     )
-    SELECT coalesce(pg_catalog.sum(expired.quantity), 0)::integer INTO v_units
+    SELECT coalesce(pg_catalog.sum(expired.quantity), 0)::integer, pg_catalog.count(*)::integer
+    INTO v_units, v_holds
     FROM expired;
 
-    RETURN stockpool._add_units(p_shop_id, p_item_id, p_location_id, v_units, p_buckets);
+    PERFORM stockpool._add_units(p_shop_id, p_item_id, p_location_id, v_units, p_buckets);
+    RETURN v_holds;
 END;
 $$;
 
@@ -459,7 +470,7 @@ ALTER FUNCTION stockpool._expire_key(p_shop_id bigint, p_item_id bigint, p_locat
 -- Name: FUNCTION _expire_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_buckets integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON FUNCTION stockpool._expire_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_buckets integer) IS 'Internal: expire one key''s overdue holds and return their units to its pool.';
+COMMENT ON FUNCTION stockpool._expire_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_buckets integer) IS 'Internal: expire one key''s overdue holds and return their units to its pool; returns holds expired.';
 
 --
 -- Name: _key_lock_id(bigint, bigint, bigint); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -1361,6 +1372,8 @@ DECLARE
     v_got integer;
     v_lines integer := pg_catalog.array_length(p_item_ids, 1);
     v_tried boolean;
+    v_refills integer := 0;
+    v_expired integer := 0;
 BEGIN
     BEGIN
         FOR v_i IN 1..v_lines LOOP
@@ -1409,6 +1422,8 @@ BEGIN
                         WHEN SQLSTATE 'SPX02' THEN
                             NULL;
                     END;
+                ELSE
+                    v_refills := v_refills + 1;
                 END IF;
                 v_got := v_got + stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                                  p_quantities[v_i] - v_got, p_buckets[v_i]);
@@ -1417,32 +1432,44 @@ BEGIN
                 RAISE EXCEPTION USING ERRCODE = 'SPX01';
             END IF;
         END LOOP;
+        FOR v_i IN 1..v_refills LOOP
+            PERFORM stockpool._tally_refill();
+        END LOOP;
         RETURN true;
     EXCEPTION
         WHEN SQLSTATE 'SPX01' THEN
             NULL;
     END;
 
+    v_refills := 0;
     BEGIN
         -- Before any pool row or ledger row is locked: waiting on hold rows
         -- while holding a ledger row could close a cycle with claim.
         FOR v_i IN 1..v_lines LOOP
-            PERFORM stockpool._expire_key(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
-                                          p_buckets[v_i]);
+            v_expired := v_expired + stockpool._expire_key(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
+                                                           p_buckets[v_i]);
         END LOOP;
         FOR v_i IN 1..v_lines LOOP
             v_got := stockpool._take_waiting(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                              p_quantities[v_i]);
             IF v_got < p_quantities[v_i] THEN
-                PERFORM stockpool._refill(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
-                                          p_min_extra => p_quantities[v_i] - v_got,
-                                          p_wait => true, p_low_water_only => false);
+                IF stockpool._refill(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
+                                     p_min_extra => p_quantities[v_i] - v_got,
+                                     p_wait => true, p_low_water_only => false) > 0 THEN
+                    v_refills := v_refills + 1;
+                END IF;
                 v_got := v_got + stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                                  p_quantities[v_i] - v_got, p_buckets[v_i]);
             END IF;
             IF v_got < p_quantities[v_i] THEN
                 RAISE EXCEPTION USING ERRCODE = 'SPX01';
             END IF;
+        END LOOP;
+        FOR v_i IN 1..v_expired LOOP
+            PERFORM stockpool._tally_expiry();
+        END LOOP;
+        FOR v_i IN 1..v_refills LOOP
+            PERFORM stockpool._tally_refill();
         END LOOP;
         RETURN true;
     EXCEPTION
@@ -1498,6 +1525,126 @@ ALTER FUNCTION stockpool._take_waiting(p_shop_id bigint, p_item_id bigint, p_loc
 COMMENT ON FUNCTION stockpool._take_waiting(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer) IS 'Internal: blocking, unit_id-ordered claim used only on the near-sellout path.';
 
 --
+-- Name: _tally_claim(); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._tally_claim() RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    NULL;
+END;
+$$;
+
+ALTER FUNCTION stockpool._tally_claim() OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _tally_claim(); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._tally_claim() IS 'Internal: does nothing; its calls in pg_stat_user_functions are stockpool.metrics()''s claims_total.';
+
+--
+-- Name: _tally_expiry(); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._tally_expiry() RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    NULL;
+END;
+$$;
+
+ALTER FUNCTION stockpool._tally_expiry() OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _tally_expiry(); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._tally_expiry() IS 'Internal: does nothing; its calls in pg_stat_user_functions are stockpool.metrics()''s expiries_total.';
+
+--
+-- Name: _tally_refill(); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._tally_refill() RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    NULL;
+END;
+$$;
+
+ALTER FUNCTION stockpool._tally_refill() OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _tally_refill(); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._tally_refill() IS 'Internal: does nothing; its calls in pg_stat_user_functions are stockpool.metrics()''s refills_total.';
+
+--
+-- Name: _tally_refusal(); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._tally_refusal() RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    NULL;
+END;
+$$;
+
+ALTER FUNCTION stockpool._tally_refusal() OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _tally_refusal(); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._tally_refusal() IS 'Internal: does nothing; its calls in pg_stat_user_functions are stockpool.metrics()''s refusals_total.';
+
+--
+-- Name: _tally_release(); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._tally_release() RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    NULL;
+END;
+$$;
+
+ALTER FUNCTION stockpool._tally_release() OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _tally_release(); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._tally_release() IS 'Internal: does nothing; its calls in pg_stat_user_functions are stockpool.metrics()''s releases_total.';
+
+--
+-- Name: _tally_reservation(); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._tally_reservation() RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    NULL;
+END;
+$$;
+
+ALTER FUNCTION stockpool._tally_reservation() OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _tally_reservation(); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._tally_reservation() IS 'Internal: does nothing; its calls in pg_stat_user_functions are stockpool.metrics()''s reservations_total.';
+
+--
 -- Name: _top_up_low(integer, interval); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -1507,6 +1654,7 @@ CREATE FUNCTION stockpool._top_up_low(p_batch integer, p_quiet interval) RETURNS
 DECLARE
     v_key record;
     v_added integer := 0;
+    v_refilled integer;
 BEGIN
     FOR v_key IN
         SELECT s.shop_id, s.item_id, s.location_id,
@@ -1531,8 +1679,12 @@ BEGIN
             AND s.location_id = v_key.location_id
         FOR NO KEY UPDATE SKIP LOCKED;
         CONTINUE WHEN NOT FOUND;
-        v_added := v_added + stockpool._refill(v_key.shop_id, v_key.item_id, v_key.location_id,
-                                               p_min_extra => 0, p_wait => false, p_low_water_only => true);
+        v_refilled := stockpool._refill(v_key.shop_id, v_key.item_id, v_key.location_id,
+                                        p_min_extra => 0, p_wait => false, p_low_water_only => true);
+        IF v_refilled > 0 THEN
+            PERFORM stockpool._tally_refill();
+            v_added := v_added + v_refilled;
+        END IF;
     END LOOP;
     RETURN v_added;
 END;
@@ -1815,6 +1967,9 @@ BEGIN
         AND h.checkout_id = p_checkout_id
         AND h.status = 'held';
 
+    FOR v_i IN 1..v_held LOOP
+        PERFORM stockpool._tally_claim();
+    END LOOP;
     RETURN v_claimed;
 END;
 $$;
@@ -1897,6 +2052,84 @@ ALTER FUNCTION stockpool.configure_pool(p_shop_id bigint, p_item_id bigint, p_lo
 COMMENT ON FUNCTION stockpool.configure_pool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_pool_cap integer, p_low_water integer, p_buckets integer) IS 'Change a key''s pool cap, low-water mark and bucket count (NULL keeps a setting). SQLSTATEs: 22004 NULL key argument, 22023 setting out of range, SP001 unknown key.';
 
 --
+-- Name: hot_keys(integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool.hot_keys(p_limit integer DEFAULT 20) RETURNS TABLE(shop_id bigint, item_id bigint, location_id bigint, on_hand integer, pooled integer, held integer, free integer, unsettled integer, pool_target integer, refilled_at timestamp with time zone, live_holds integer)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF p_limit IS NULL THEN
+        RAISE EXCEPTION 'stockpool.hot_keys: p_limit must not be NULL'
+            USING ERRCODE = '22004';
+    END IF;
+    IF p_limit < 1 THEN
+        RAISE EXCEPTION 'stockpool.hot_keys: p_limit must be positive, got %', p_limit
+            USING ERRCODE = '22023';
+    END IF;
+
+    RETURN QUERY
+    WITH live AS (
+        SELECT h.shop_id, h.item_id, h.location_id, pg_catalog.count(*)::integer AS holds
+        FROM stockpool.holds AS h
+        WHERE h.status = 'held'
+            AND h.expires_at > pg_catalog.now()
+        GROUP BY h.shop_id, h.item_id, h.location_id
+    ),
+
+    candidates AS (
+        SELECT s.shop_id, s.item_id, s.location_id
+        FROM stockpool.stock AS s
+        WHERE s.pool_target > 0
+        UNION
+        SELECT l.shop_id, l.item_id, l.location_id
+        FROM live AS l
+    ),
+
+    busiest AS (
+        SELECT s.shop_id, s.item_id, s.location_id, s.pool_target, s.refilled_at,
+               coalesce(l.holds, 0) AS holds
+        FROM candidates AS k
+        JOIN stockpool.stock AS s
+            ON s.shop_id = k.shop_id
+            AND s.item_id = k.item_id
+            AND s.location_id = k.location_id
+        LEFT JOIN live AS l
+            ON l.shop_id = k.shop_id
+            AND l.item_id = k.item_id
+            AND l.location_id = k.location_id
+        ORDER BY s.pool_target DESC, holds DESC, s.shop_id, s.item_id, s.location_id
+        LIMIT p_limit
+    )
+
+    -- OFFSET 0 keeps the planner from pulling the view up into a join, which
+    -- would count the units and holds of every key before picking these:
+    -- this way each key's are read through its indexes.
+    SELECT b.shop_id, b.item_id, b.location_id, v.on_hand, v.pooled, v.held, v.free, v.unsettled,
+           b.pool_target, b.refilled_at, b.holds
+    FROM busiest AS b
+    CROSS JOIN LATERAL (
+        SELECT lv.on_hand, lv.pooled, lv.held, lv.free, lv.unsettled
+        FROM stockpool.stock_levels AS lv
+        WHERE lv.shop_id = b.shop_id
+            AND lv.item_id = b.item_id
+            AND lv.location_id = b.location_id
+        OFFSET 0
+    ) AS v
+    ORDER BY b.pool_target DESC, b.holds DESC, b.shop_id, b.item_id, b.location_id;
+END;
+$$;
+
+ALTER FUNCTION stockpool.hot_keys(p_limit integer) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION hot_keys(p_limit integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool.hot_keys(p_limit integer) IS 'The p_limit busiest stock keys now: pooled keys first by pool_target (their demand as last measured), then by live holds; with on_hand, pooled, held, free, unsettled, pool_target, refilled_at, live_holds. Reads only. SQLSTATEs: 22004 NULL p_limit, 22023 p_limit < 1.';
+
+--
 -- Name: maintain(interval, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -1950,6 +2183,162 @@ ALTER FUNCTION stockpool.maintain(p_budget interval, p_batch integer) OWNER TO s
 COMMENT ON FUNCTION stockpool.maintain(p_budget interval, p_batch integer) IS 'One maintenance cycle within about p_budget: expire overdue holds in batches, fold pending claims, top up pools at their low-water mark, hand quiet pools back. Returns (expired, settled, refilled, cooled). Never waits; concurrent maintainers take disjoint work. SQLSTATEs: 22004 NULL argument, 22023 not positive.';
 
 --
+-- Name: metrics(); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool.metrics() RETURNS TABLE(metric text, kind text, relation text, application_name text, state text, value double precision)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    WITH levels AS (
+        SELECT pg_catalog.count(*) AS keys,
+               coalesce(pg_catalog.sum(l.on_hand), 0) AS on_hand,
+               coalesce(pg_catalog.sum(l.pooled), 0) AS pooled,
+               coalesce(pg_catalog.sum(l.held), 0) AS held,
+               coalesce(pg_catalog.sum(l.unsettled), 0) AS unsettled,
+               pg_catalog.count(*) FILTER (WHERE s.pool_target > 0) AS pools,
+               pg_catalog.count(*) FILTER (WHERE s.pool_target > 0 AND l.pooled = 0 AND l.free > 0) AS dry
+        FROM stockpool.stock_levels AS l
+        JOIN stockpool.stock AS s
+            ON s.shop_id = l.shop_id
+            AND s.item_id = l.item_id
+            AND s.location_id = l.location_id
+    ),
+
+    live AS (
+        SELECT pg_catalog.count(*) FILTER (WHERE h.expires_at > pg_catalog.now()) AS holds,
+               pg_catalog.count(*) FILTER (WHERE h.expires_at <= pg_catalog.now()) AS overdue,
+               pg_catalog.min(h.expires_at) FILTER (WHERE h.expires_at <= pg_catalog.now()) AS oldest_due
+        FROM stockpool.holds AS h
+        WHERE h.status = 'held'
+    ),
+
+    pending AS (
+        SELECT pg_catalog.count(*) AS claims,
+               pg_catalog.min(c.claimed_at) AS oldest
+        FROM stockpool.pending_claims AS c
+    ),
+
+    counters AS (
+        SELECT c.ord, c.metric, c.fn::oid AS fn
+        FROM (
+            VALUES (14, 'reservations_total', 'stockpool._tally_reservation()'::regprocedure),
+                   (15, 'refusals_total', 'stockpool._tally_refusal()'::regprocedure),
+                   (16, 'claims_total', 'stockpool._tally_claim()'::regprocedure),
+                   (17, 'releases_total', 'stockpool._tally_release()'::regprocedure),
+                   (18, 'expiries_total', 'stockpool._tally_expiry()'::regprocedure),
+                   (19, 'refills_total', 'stockpool._tally_refill()'::regprocedure)
+        ) AS c (ord, metric, fn)
+    ),
+
+    tables AS (
+        SELECT c.oid, c.relname::text AS relname, c.reltoastrelid, c.relfrozenxid,
+               t.relid IN (
+                   SELECT p.relid
+                   FROM pg_catalog.pg_partition_tree('stockpool.pool_units'::regclass) AS p
+                   WHERE p.isleaf
+               ) AS pool_leaf,
+               t.n_live_tup, t.n_dead_tup,
+               GREATEST(t.last_vacuum, t.last_autovacuum) AS vacuumed
+        FROM pg_catalog.pg_class AS c
+        JOIN pg_catalog.pg_stat_all_tables AS t
+            ON t.relid = c.oid
+        WHERE c.relnamespace = 'stockpool'::regnamespace
+            AND c.relkind = 'r'
+    ),
+
+    sessions AS (
+        SELECT coalesce(a.application_name, '') AS app,
+               coalesce(a.state, 'unknown') AS state,
+               pg_catalog.clock_timestamp() - a.xact_start AS in_transaction,
+               CASE WHEN a.state LIKE 'idle in transaction%'
+                   THEN pg_catalog.clock_timestamp() - a.state_change
+               END AS idle_in_transaction
+        FROM pg_catalog.pg_stat_activity AS a
+        WHERE a.datid = (SELECT d.oid FROM pg_catalog.pg_database AS d WHERE d.datname = pg_catalog.current_database())
+            AND coalesce(a.backend_type, 'client backend') = 'client backend'
+    )
+
+    -- Rows in the order of docs/metrics.md; a figure's rows by label.
+    SELECT r.metric, r.kind, r.relation, r.application_name, r.state, r.value
+    FROM (
+        SELECT g.ord, g.metric, 'gauge' AS kind, '' AS relation, '' AS application_name, '' AS state,
+               g.value::double precision AS value
+        FROM levels AS l, live AS h, pending AS c,
+            LATERAL (
+                VALUES (1, 'stock_keys', l.keys),
+                       (2, 'stock_on_hand_units', l.on_hand),
+                       (3, 'stock_pooled_units', l.pooled),
+                       (4, 'stock_held_units', l.held),
+                       (5, 'stock_unsettled_units', l.unsettled),
+                       (6, 'pools_active', l.pools),
+                       (7, 'pools_dry_with_free_stock', l.dry),
+                       (8, 'holds_live', h.holds),
+                       (9, 'holds_overdue', h.overdue),
+                       (10, 'holds_oldest_overdue_seconds',
+                        coalesce(EXTRACT(EPOCH FROM pg_catalog.clock_timestamp() - h.oldest_due), 0)),
+                       (11, 'pending_claims', c.claims),
+                       (12, 'pending_claims_oldest_seconds',
+                        GREATEST(coalesce(EXTRACT(EPOCH FROM pg_catalog.clock_timestamp() - c.oldest), 0), 0)),
+                       (13, 'invariant_violations', (SELECT pg_catalog.count(*) FROM stockpool.check_invariants()))
+            ) AS g (ord, metric, value)
+        UNION ALL
+        SELECT c.ord, c.metric, 'counter', '', '', '',
+               (coalesce(pg_catalog.pg_stat_get_function_calls(c.fn), 0)
+                + coalesce(pg_catalog.pg_stat_get_xact_function_calls(c.fn), 0))::double precision
+        FROM counters AS c
+        UNION ALL
+        SELECT 20, 'track_functions_enabled', 'gauge', '', '', '',
+               CASE WHEN pg_catalog.current_setting('track_functions') = 'none' THEN 0 ELSE 1 END
+        UNION ALL
+        SELECT 21, 'pool_dead_ratio', 'gauge', t.relname, '', '',
+               CASE WHEN t.n_live_tup + t.n_dead_tup > 0
+                   THEN t.n_dead_tup::double precision / (t.n_live_tup + t.n_dead_tup)
+                   ELSE 0
+               END
+        FROM tables AS t
+        WHERE t.pool_leaf
+        UNION ALL
+        SELECT 22, 'pool_last_vacuum_seconds', 'gauge', t.relname, '', '',
+               coalesce(EXTRACT(EPOCH FROM pg_catalog.clock_timestamp() - t.vacuumed), -1)
+        FROM tables AS t
+        WHERE t.pool_leaf
+        UNION ALL
+        SELECT 23, 'table_xid_age', 'gauge', t.relname, '', '',
+               GREATEST(pg_catalog.age(t.relfrozenxid),
+                        (SELECT pg_catalog.age(x.relfrozenxid) FROM pg_catalog.pg_class AS x
+                         WHERE x.oid = t.reltoastrelid))
+        FROM tables AS t
+        UNION ALL
+        SELECT 24, 'sessions', 'gauge', '', s.app, s.state, pg_catalog.count(*)
+        FROM sessions AS s
+        GROUP BY s.app, s.state
+        UNION ALL
+        SELECT m.ord, m.metric, 'gauge', '', a.app, '', m.value
+        FROM (
+            SELECT s.app,
+                   coalesce(EXTRACT(EPOCH FROM pg_catalog.max(s.in_transaction)), 0) AS in_transaction,
+                   coalesce(EXTRACT(EPOCH FROM pg_catalog.max(s.idle_in_transaction)), 0) AS idle_in_transaction
+            FROM sessions AS s
+            GROUP BY s.app
+        ) AS a,
+            LATERAL (
+                VALUES (25, 'longest_transaction_seconds', a.in_transaction),
+                       (26, 'longest_idle_in_transaction_seconds', a.idle_in_transaction)
+            ) AS m (ord, metric, value)
+    ) AS r
+    ORDER BY r.ord, r.relation, r.application_name, r.state;
+$$;
+
+ALTER FUNCTION stockpool.metrics() OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION metrics(); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool.metrics() IS 'stockpool''s figures for an exporter, one row each: (metric, kind, relation, application_name, state, value); kind gauge or counter, '''' for a label a figure lacks. docs/metrics.md lists them. Counters are PostgreSQL''s call counts of stockpool''s _tally_* functions and need track_functions = pl (track_functions_enabled). Reads only, takes no lock an API call waits for. SQLSTATEs: none of its own.';
+
+--
 -- Name: release(bigint, uuid); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -1963,6 +2352,7 @@ DECLARE
     v_held integer := 0;
     v_claimed integer := 0;
     v_released integer := 0;
+    v_ended integer := 0;
 BEGIN
     IF p_shop_id IS NULL OR p_checkout_id IS NULL THEN
         RAISE EXCEPTION 'stockpool.release: % must not be NULL',
@@ -2021,8 +2411,12 @@ BEGIN
         PERFORM stockpool._return_units(p_shop_id, v_hold.item_id, v_hold.location_id,
                                         v_hold.quantity, v_hold.buckets);
         v_released := v_released + v_hold.quantity;
+        v_ended := v_ended + 1;
     END LOOP;
 
+    FOR v_i IN 1..v_ended LOOP
+        PERFORM stockpool._tally_release();
+    END LOOP;
     RETURN v_released;
 END;
 $$;
@@ -2045,6 +2439,7 @@ CREATE FUNCTION stockpool.replenish_pool(p_shop_id bigint, p_item_id bigint, p_l
     AS $$
 DECLARE
     v_stock stockpool.stock;
+    v_added integer;
 BEGIN
     IF p_shop_id IS NULL OR p_item_id IS NULL OR p_location_id IS NULL THEN
         RAISE EXCEPTION 'stockpool.replenish_pool: % must not be NULL',
@@ -2060,9 +2455,13 @@ BEGIN
     v_stock := stockpool._stock_row(p_shop_id, p_item_id, p_location_id);
     -- An explicit level: without p_cap, the key's pool_cap (a refill on its
     -- own sizes the pool by the key's demand instead).
-    RETURN stockpool._refill(p_shop_id, p_item_id, p_location_id,
-                             p_min_extra => 0, p_wait => true, p_low_water_only => false,
-                             p_cap => coalesce(p_cap, v_stock.pool_cap));
+    v_added := stockpool._refill(p_shop_id, p_item_id, p_location_id,
+                                 p_min_extra => 0, p_wait => true, p_low_water_only => false,
+                                 p_cap => coalesce(p_cap, v_stock.pool_cap));
+    IF v_added > 0 THEN
+        PERFORM stockpool._tally_refill();
+    END IF;
+    RETURN v_added;
 END;
 $$;
 
@@ -2176,12 +2575,16 @@ BEGIN
     END IF;
 
     IF NOT stockpool._take_lines(p_shop_id, v_item_ids, v_location_ids, v_quantities, v_buckets) THEN
+        PERFORM stockpool._tally_refusal();
         RETURN false;
     END IF;
 
     FOR v_i IN 1..v_lines LOOP
         PERFORM stockpool._record_hold(p_shop_id, p_checkout_id, v_item_ids[v_i],
                                        v_location_ids[v_i], v_quantities[v_i], p_ttl, p_reopen => true);
+    END LOOP;
+    FOR v_i IN 1..v_lines LOOP
+        PERFORM stockpool._tally_reservation();
     END LOOP;
     RETURN true;
 END;
@@ -2242,8 +2645,12 @@ BEGIN
         -- No new hold can be that big: only a retry of an old one succeeds.
         -- (The ledger row's on_hand still counts pending claims, so it is
         -- never below the true figure: this only answers what it must.)
-        RETURN stockpool._existing_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
-                                        p_quantity, p_ttl);
+        IF stockpool._existing_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
+                                    p_quantity, p_ttl) THEN
+            RETURN true;
+        END IF;
+        PERFORM stockpool._tally_refusal();
+        RETURN false;
     END IF;
 
     -- The hold row goes in first, and inserting it is the idempotency check:
@@ -2257,10 +2664,12 @@ BEGIN
         END IF;
         IF NOT stockpool._take_lines(p_shop_id, ARRAY[p_item_id], ARRAY[p_location_id],
                                      ARRAY[p_quantity], ARRAY[v_stock.buckets]) THEN
+            PERFORM stockpool._tally_refusal();
             RETURN false;
         END IF;
         PERFORM stockpool._record_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
                                        p_quantity, p_ttl, p_reopen => true);
+        PERFORM stockpool._tally_reservation();
         RETURN true;
     END IF;
 
@@ -2273,6 +2682,7 @@ BEGIN
     IF v_stock.pool_target = 0 AND v_stock.on_hand - v_stock.allocated >= p_quantity THEN
         BEGIN
             IF stockpool._take_ledger(p_shop_id, p_item_id, p_location_id, p_quantity) THEN
+                PERFORM stockpool._tally_reservation();
                 RETURN true;
             END IF;
             RAISE EXCEPTION USING ERRCODE = 'SPX03';
@@ -2298,14 +2708,18 @@ BEGIN
                     stockpool._refill_mark(stockpool._pool_level(v_stock.pool_target), v_stock.low_water,
                                            v_stock.pool_cap),
                     stockpool._pool_level(v_stock.pool_target) / 4) < c_looks THEN
-            PERFORM stockpool._refill(p_shop_id, p_item_id, p_location_id,
-                                      p_min_extra => 0, p_wait => false, p_low_water_only => true);
+            IF stockpool._refill(p_shop_id, p_item_id, p_location_id,
+                                 p_min_extra => 0, p_wait => false, p_low_water_only => true) > 0 THEN
+                PERFORM stockpool._tally_refill();
+            END IF;
         END IF;
+        PERFORM stockpool._tally_reservation();
         RETURN true;
     END IF;
 
     IF stockpool._take_lines(p_shop_id, ARRAY[p_item_id], ARRAY[p_location_id],
                              ARRAY[p_quantity], ARRAY[v_stock.buckets]) THEN
+        PERFORM stockpool._tally_reservation();
         RETURN true;
     END IF;
 
@@ -2315,6 +2729,7 @@ BEGIN
         AND h.checkout_id = p_checkout_id
         AND h.item_id = p_item_id
         AND h.location_id = p_location_id;
+    PERFORM stockpool._tally_refusal();
     RETURN false;
 END;
 $$;
@@ -3114,6 +3529,42 @@ REVOKE ALL ON FUNCTION stockpool._take_lines(p_shop_id bigint, p_item_ids bigint
 REVOKE ALL ON FUNCTION stockpool._take_waiting(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _tally_claim(); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._tally_claim() FROM PUBLIC;
+
+--
+-- Name: FUNCTION _tally_expiry(); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._tally_expiry() FROM PUBLIC;
+
+--
+-- Name: FUNCTION _tally_refill(); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._tally_refill() FROM PUBLIC;
+
+--
+-- Name: FUNCTION _tally_refusal(); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._tally_refusal() FROM PUBLIC;
+
+--
+-- Name: FUNCTION _tally_release(); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._tally_release() FROM PUBLIC;
+
+--
+-- Name: FUNCTION _tally_reservation(); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._tally_reservation() FROM PUBLIC;
+
+--
 -- Name: FUNCTION _top_up_low(p_batch integer, p_quiet interval); Type: ACL; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -3155,11 +3606,25 @@ REVOKE ALL ON FUNCTION stockpool.configure_pool(p_shop_id bigint, p_item_id bigi
 GRANT ALL ON FUNCTION stockpool.configure_pool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_pool_cap integer, p_low_water integer, p_buckets integer) TO stockpool_app;
 
 --
+-- Name: FUNCTION hot_keys(p_limit integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool.hot_keys(p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION stockpool.hot_keys(p_limit integer) TO stockpool_monitor;
+
+--
 -- Name: FUNCTION maintain(p_budget interval, p_batch integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
 --
 
 REVOKE ALL ON FUNCTION stockpool.maintain(p_budget interval, p_batch integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION stockpool.maintain(p_budget interval, p_batch integer) TO stockpool_worker;
+
+--
+-- Name: FUNCTION metrics(); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool.metrics() FROM PUBLIC;
+GRANT ALL ON FUNCTION stockpool.metrics() TO stockpool_monitor;
 
 --
 -- Name: FUNCTION release(p_shop_id bigint, p_checkout_id uuid); Type: ACL; Schema: stockpool; Owner: stockpool_owner

@@ -1,10 +1,12 @@
 -- Roles and grants as the deployer leaves them (src/stockpool/install/deploy.py):
 -- stockpool_owner owns everything; stockpool_app may EXECUTE the public API
 -- and touch no table; stockpool_monitor may read stock_levels and run
--- check_invariants; PUBLIC gets nothing. Then the same, shown by acting as
+-- check_invariants, metrics and hot_keys; PUBLIC gets nothing. The owner is
+-- a member of pg_read_all_stats (metrics() reads every session's state as
+-- the owner), the other roles of nothing. Then the same, shown by acting as
 -- each role.
 BEGIN;
-SELECT plan(151);
+SELECT plan(168);
 
 -- The public API: name -> identity arguments (deploy.PUBLIC_FUNCTIONS).
 CREATE TEMPORARY TABLE api (name name, args name[]);
@@ -20,8 +22,13 @@ INSERT INTO api VALUES
     ('replenish_pool', ARRAY['bigint', 'bigint', 'bigint', 'integer']),
     ('take_units', ARRAY['bigint', 'bigint', 'bigint', 'integer']),
     ('configure_pool', ARRAY['bigint', 'bigint', 'bigint', 'integer', 'integer', 'integer']),
-    ('check_invariants', ARRAY[]::name[]);
+    ('check_invariants', ARRAY[]::name[]),
+    ('metrics', ARRAY[]::name[]),
+    ('hot_keys', ARRAY['integer']::name[]);
 GRANT SELECT ON api TO PUBLIC;
+CREATE TEMPORARY TABLE monitor_api AS
+SELECT unnest(ARRAY['check_invariants', 'metrics', 'hot_keys']::name[]) AS name;
+GRANT SELECT ON monitor_api TO PUBLIC;
 
 -- Roles.
 SELECT has_role(r, format('role %s exists', r))
@@ -31,6 +38,12 @@ SELECT is_empty(
       WHERE rolname IN ('stockpool_owner', 'stockpool_app', 'stockpool_monitor', 'stockpool_worker')
           AND (rolcanlogin OR rolsuper OR rolcreaterole OR rolcreatedb OR rolbypassrls)$$,
     'the four roles are NOLOGIN with no special attributes (members log in)');
+SELECT set_eq(
+    $$SELECT m.roleid::regrole::text COLLATE "default", m.member::regrole::text COLLATE "default"
+      FROM pg_catalog.pg_auth_members AS m
+      WHERE m.member::regrole::text IN ('stockpool_owner', 'stockpool_app', 'stockpool_monitor', 'stockpool_worker')$$,
+    $$VALUES ('pg_read_all_stats', 'stockpool_owner')$$,
+    'the owner is a member of pg_read_all_stats (for metrics()), and no stockpool role of anything else');
 
 -- Ownership.
 SELECT schema_owner_is('stockpool', 'stockpool_owner', 'the owner owns the schema');
@@ -83,12 +96,14 @@ SELECT table_privs_are('stockpool', 'stock_levels', 'public', ARRAY[]::text[],
 
 -- Functions.
 SELECT function_privs_are('stockpool', a.name, a.args, 'stockpool_app',
-    CASE WHEN a.name = 'maintain' THEN ARRAY[]::text[] ELSE ARRAY['EXECUTE'] END,
-    format('app: %s on %s()', CASE WHEN a.name = 'maintain' THEN 'nothing' ELSE 'EXECUTE' END, a.name))
+    CASE WHEN a.name IN ('maintain', 'metrics', 'hot_keys') THEN ARRAY[]::text[] ELSE ARRAY['EXECUTE'] END,
+    format('app: %s on %s()',
+           CASE WHEN a.name IN ('maintain', 'metrics', 'hot_keys') THEN 'nothing' ELSE 'EXECUTE' END, a.name))
 FROM api AS a;
 SELECT function_privs_are('stockpool', a.name, a.args, 'stockpool_monitor',
-    CASE WHEN a.name = 'check_invariants' THEN ARRAY['EXECUTE'] ELSE ARRAY[]::text[] END,
-    format('monitor: %s on %s()', CASE WHEN a.name = 'check_invariants' THEN 'EXECUTE' ELSE 'nothing' END, a.name))
+    CASE WHEN a.name IN (SELECT name FROM monitor_api) THEN ARRAY['EXECUTE'] ELSE ARRAY[]::text[] END,
+    format('monitor: %s on %s()',
+           CASE WHEN a.name IN (SELECT name FROM monitor_api) THEN 'EXECUTE' ELSE 'nothing' END, a.name))
 FROM api AS a;
 SELECT function_privs_are('stockpool', a.name, a.args, 'stockpool_worker',
     CASE WHEN a.name IN ('maintain', 'sweep') THEN ARRAY['EXECUTE'] ELSE ARRAY[]::text[] END,
@@ -161,6 +176,9 @@ SELECT throws_ok('SELECT FROM stockpool.stock_levels', '42501', NULL, 'app: SELE
 SELECT throws_ok('SELECT stockpool._take(1, 1400, 1, 1, 64)', '42501', NULL, 'app: an internal helper: 42501');
 SELECT throws_ok('SELECT stockpool._apply_on_hand(1, 1400, 1, 100, false)', '42501', NULL,
     'app: the on-hand helper behind set_stock: 42501');
+SELECT throws_ok('SELECT stockpool.metrics()', '42501', NULL, 'app: metrics: 42501');
+SELECT throws_ok('SELECT stockpool.hot_keys()', '42501', NULL, 'app: hot_keys: 42501');
+SELECT throws_ok('SELECT stockpool._tally_reservation()', '42501', NULL, 'app: a tally: 42501');
 SELECT throws_ok('SELECT nextval(''stockpool.movements_movement_id_seq'')', '42501', NULL,
     'app: a sequence: 42501');
 SELECT throws_ok('CREATE TABLE stockpool.mine (x integer)', '42501', NULL, 'app: CREATE in the schema: 42501');
@@ -173,6 +191,9 @@ SELECT results_eq(
     $$VALUES (4, 0)$$, 'monitor: reads stock_levels');
 SELECT is_empty('SELECT * FROM stockpool.check_invariants() WHERE item_id <> 1400',
     'monitor: runs check_invariants');
+SELECT is((SELECT value FROM stockpool.metrics() WHERE metric = 'stock_keys'), 2::double precision,
+    'monitor: runs metrics');
+SELECT results_eq('SELECT item_id FROM stockpool.hot_keys()', ARRAY[1400]::bigint[], 'monitor: runs hot_keys');
 SELECT throws_ok($$SELECT stockpool.reserve_units(1, 1400, 1, 1, '00000000-0000-0000-0000-000000000903')$$,
     '42501', NULL, 'monitor: reserve_units: 42501');
 SELECT throws_ok('SELECT stockpool.sweep()', '42501', NULL, 'monitor: sweep: 42501');
@@ -187,6 +208,7 @@ SELECT lives_ok('SELECT stockpool.sweep()', 'worker: sweep works');
 SELECT throws_ok($$SELECT stockpool.reserve_units(1, 1400, 1, 1, '00000000-0000-0000-0000-000000000905')$$,
     '42501', NULL, 'worker: reserve_units: 42501');
 SELECT throws_ok('SELECT FROM stockpool.stock_levels', '42501', NULL, 'worker: stock_levels: 42501');
+SELECT throws_ok('SELECT stockpool.metrics()', '42501', NULL, 'worker: metrics: 42501');
 RESET ROLE;
 
 -- A role with only what PUBLIC has can do nothing at all.

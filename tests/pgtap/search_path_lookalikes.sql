@@ -6,7 +6,7 @@
 -- what it should. Every look-alike counts its call in a sequence (kept when
 -- a failed call rolls back) and gives a wrong answer.
 BEGIN;
-SELECT plan(8);
+SELECT plan(9);
 
 CREATE SEQUENCE public.shadow_hits;
 CREATE TABLE public.shadow_calls (what text);
@@ -169,11 +169,17 @@ SET LOCAL search_path = stockpool_app, public, pg_catalog;
 INSERT INTO public.results (what, result)
 SELECT 'monitor', pg_catalog.concat_ws('/',
     (SELECT pg_catalog.count(*) FROM stockpool.stock_levels WHERE item_id OPERATOR(pg_catalog.=) ANY ('{1700,1701}')),
-    (SELECT pg_catalog.count(*) FROM stockpool.check_invariants()));
+    (SELECT pg_catalog.count(*) FROM stockpool.check_invariants()),
+    (SELECT m.value FROM stockpool.metrics() AS m
+     WHERE m.metric OPERATOR(pg_catalog.=) 'stock_pooled_units'),
+    (SELECT pg_catalog.string_agg(h.item_id::text, ',') FROM stockpool.hot_keys() AS h));
 RESET search_path;
 RESET ROLE;
 SELECT results_eq($$SELECT result COLLATE "default" FROM public.results WHERE what = 'monitor'$$,
-    $$VALUES ('2/0')$$, 'the monitor reads stock_levels and check_invariants under the same path, untouched');
+    $$VALUES ('2/0/8/1700')$$,
+    'the monitor reads stock_levels, check_invariants, metrics and hot_keys under the same path, untouched');
+SELECT is((SELECT last_value FROM public.shadow_hits WHERE is_called), NULL,
+    'no planted look-alike was called from inside them either');
 
 SELECT * FROM finish();
 ROLLBACK;

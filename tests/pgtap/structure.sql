@@ -4,7 +4,7 @@
 -- the append-only triggers, and every function with its exact signature,
 -- return type and comment.
 BEGIN;
-SELECT plan(113);
+SELECT plan(119);
 
 -- "name type [NOT NULL] [DEFAULT ...] [GENERATED ...]" for each column, in order.
 CREATE FUNCTION pg_temp.columns_of(p_table regclass)
@@ -251,17 +251,19 @@ ORDER BY c.relname;
 -- Functions: exactly these, with exact signatures and return types.
 SELECT functions_are('stockpool',
     ARRAY['set_stock', 'adjust_stock', 'reserve_units', 'reserve_cart', 'claim', 'release', 'sweep', 'maintain',
-          'replenish_pool', 'take_units', 'configure_pool', 'check_invariants',
+          'replenish_pool', 'take_units', 'configure_pool', 'check_invariants', 'metrics', 'hot_keys',
           '_add_units', '_apply_on_hand', '_cool', '_cool_quiet', '_existing_hold', '_expire_due', '_expire_key', '_key_lock_id', '_lock_checkout',
           '_movements_immutable', '_null_args', '_pool_level', '_pooled_upto', '_record_hold', '_refill', '_refill_mark',
           '_return_units', '_settle',
           '_settle_due', '_top_up_low',
           '_stock_row', '_take',
-          '_take_ledger', '_take_lines', '_take_waiting', '_unknown_key'],
+          '_take_ledger', '_take_lines', '_take_waiting', '_unknown_key',
+          '_tally_reservation', '_tally_refusal', '_tally_claim', '_tally_release', '_tally_expiry',
+          '_tally_refill'],
     'stockpool has exactly its functions');
 SELECT is(
     (SELECT count(*)::integer FROM pg_catalog.pg_proc WHERE pronamespace = 'stockpool'::regnamespace),
-    38, 'no function is overloaded (38 names, 38 functions)');
+    46, 'no function is overloaded (46 names, 46 functions)');
 SELECT results_eq(
     $$SELECT p.proname::text COLLATE "default", pg_get_function_arguments(p.oid), pg_get_function_result(p.oid)
       FROM pg_catalog.pg_proc AS p
@@ -272,7 +274,9 @@ SELECT results_eq(
       ('check_invariants', '', 'TABLE(shop_id bigint, item_id bigint, location_id bigint, invariant text, detail text)'),
       ('claim', 'p_shop_id bigint, p_checkout_id uuid', 'integer'),
       ('configure_pool', 'p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_pool_cap integer DEFAULT NULL::integer, p_low_water integer DEFAULT NULL::integer, p_buckets integer DEFAULT NULL::integer', 'void'),
+      ('hot_keys', 'p_limit integer DEFAULT 20', 'TABLE(shop_id bigint, item_id bigint, location_id bigint, on_hand integer, pooled integer, held integer, free integer, unsettled integer, pool_target integer, refilled_at timestamp with time zone, live_holds integer)'),
       ('maintain', 'p_budget interval DEFAULT ''00:00:00.25''::interval, p_batch integer DEFAULT 500', 'TABLE(expired integer, settled integer, refilled integer, cooled integer)'),
+      ('metrics', '', 'TABLE(metric text, kind text, relation text, application_name text, state text, value double precision)'),
       ('release', 'p_shop_id bigint, p_checkout_id uuid', 'integer'),
       ('replenish_pool', 'p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_cap integer DEFAULT NULL::integer', 'integer'),
       ('reserve_cart', 'p_shop_id bigint, p_checkout_id uuid, p_item_ids bigint[], p_location_ids bigint[], p_quantities integer[], p_ttl interval DEFAULT ''00:15:00''::interval', 'boolean'),
@@ -293,10 +297,13 @@ SELECT has_function('stockpool', 'replenish_pool', ARRAY['bigint', 'bigint', 'bi
 SELECT has_function('stockpool', 'take_units', ARRAY['bigint', 'bigint', 'bigint', 'integer']);
 SELECT has_function('stockpool', 'configure_pool', ARRAY['bigint', 'bigint', 'bigint', 'integer', 'integer', 'integer']);
 SELECT has_function('stockpool', 'check_invariants', ARRAY[]::name[]);
+SELECT has_function('stockpool', 'metrics', ARRAY[]::name[]);
+SELECT has_function('stockpool', 'hot_keys', ARRAY['integer']);
 SELECT function_lang_is('stockpool', f, 'plpgsql', format('%s is plpgsql', f))
 FROM unnest(ARRAY['set_stock', 'adjust_stock', 'reserve_units', 'reserve_cart', 'claim', 'release', 'sweep',
-                  'maintain', 'replenish_pool', 'take_units', 'configure_pool']::name[]) AS f;
-SELECT function_lang_is('stockpool', 'check_invariants', 'sql', 'check_invariants is plain SQL');
+                  'maintain', 'replenish_pool', 'take_units', 'configure_pool', 'hot_keys']::name[]) AS f;
+SELECT function_lang_is('stockpool', f, 'sql', format('%s is plain SQL', f))
+FROM unnest(ARRAY['check_invariants', 'metrics']::name[]) AS f;
 SELECT is_empty(
     $$SELECT p.oid::regprocedure FROM pg_catalog.pg_proc AS p
       WHERE p.pronamespace = 'stockpool'::regnamespace

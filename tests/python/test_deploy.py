@@ -289,6 +289,16 @@ def test_custom_role_names_get_the_grants(roles: Roles, empty_db: str) -> None:
             assert _granted(conn, roles.worker) == {("schema", "stockpool", "USAGE")} | {
                 ("function", name, "EXECUTE") for name in WORKER_FUNCTIONS
             }
+            # metrics() reads every session's state as the owner; nobody else
+            # is made a member of anything.
+            memberships = conn.execute(
+                "SELECT r.rolname::text, m.rolname::text FROM pg_catalog.pg_auth_members AS a"
+                " JOIN pg_catalog.pg_roles AS r ON r.oid = a.roleid"
+                " JOIN pg_catalog.pg_roles AS m ON m.oid = a.member"
+                " WHERE m.rolname = ANY (%s)",
+                ([roles.owner, *roles.granted],),
+            ).fetchall()
+            assert memberships == [("pg_read_all_stats", roles.owner)]
             for default in ("stockpool_app", "stockpool_monitor", "stockpool_worker"):
                 row = conn.execute(
                     "SELECT pg_catalog.has_schema_privilege(%s, 'stockpool', 'USAGE')", (default,)
@@ -302,6 +312,10 @@ def test_custom_role_names_get_the_grants(roles: Roles, empty_db: str) -> None:
             conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(roles.monitor)))
             assert conn.execute("SELECT on_hand, held FROM stockpool.stock_levels").fetchall() == [(5, 2)]
             assert conn.execute("SELECT count(*) FROM stockpool.check_invariants()").fetchone() == (0,)
+            assert conn.execute(
+                "SELECT value FROM stockpool.metrics() WHERE metric = 'stock_held_units'"
+            ).fetchone() == (2.0,)
+            assert conn.execute("SELECT item_id, live_holds FROM stockpool.hot_keys()").fetchall() == [(1, 1)]
             conn.execute("RESET ROLE")
             # a second deploy with the same names is a no-op and keeps the grants
             before = _granted(conn, roles.app)

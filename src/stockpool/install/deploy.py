@@ -8,7 +8,9 @@
 - A session advisory lock serialises deployers: a second deployer waits (up to
   ``lock_wait``) and then finds nothing left to do, or fails cleanly.
 - Objects are owned by the owner role; the app role gets EXECUTE on the public
-  API only, the monitor role the health views only; PUBLIC gets nothing.
+  API only, the monitor role the health views and functions only; PUBLIC gets
+  nothing. The owner role is made a member of pg_read_all_stats, so that
+  stockpool.metrics() (SECURITY DEFINER) sees the state of every session.
 """
 
 from __future__ import annotations
@@ -45,14 +47,16 @@ PUBLIC_FUNCTIONS: dict[str, str] = {
     "take_units": "bigint, bigint, bigint, integer",
     "configure_pool": "bigint, bigint, bigint, integer, integer, integer",
     "check_invariants": "",
+    "metrics": "",
+    "hot_keys": "integer",
 }
-MONITOR_FUNCTIONS = ("check_invariants",)
+MONITOR_FUNCTIONS = ("check_invariants", "metrics", "hot_keys")
 MONITOR_VIEWS = ("stock_levels",)
 # The maintenance worker's role may run maintenance and nothing else; the app
 # role gets the rest of the API (sweep included, maintain not: a cycle is the
-# worker's job).
+# worker's job; nor the monitor's metrics and hot_keys).
 WORKER_FUNCTIONS = ("maintain", "sweep")
-APP_FUNCTIONS = tuple(name for name in PUBLIC_FUNCTIONS if name != "maintain")
+APP_FUNCTIONS = tuple(name for name in PUBLIC_FUNCTIONS if name not in ("maintain", "metrics", "hot_keys"))
 
 
 @dataclass(frozen=True)
@@ -149,6 +153,10 @@ def _grants(roles: Roles) -> list[sql.SQL | sql.Composed]:
     granted = sql.SQL(", ").join(sql.Identifier(r) for r in roles.granted)
     app, monitor, worker = (sql.Identifier(r) for r in roles.granted)
     stmts: list[sql.SQL | sql.Composed] = [
+        # stockpool.metrics() runs as the owner and reads pg_stat_activity,
+        # which hides the state and times of other roles' sessions from a
+        # role that is not a member of pg_read_all_stats.
+        sql.SQL("GRANT pg_read_all_stats TO {}").format(sql.Identifier(roles.owner)),
         sql.SQL("REVOKE ALL ON SCHEMA stockpool FROM PUBLIC"),
         sql.SQL("REVOKE ALL ON ALL TABLES IN SCHEMA stockpool FROM PUBLIC, {}").format(granted),
         sql.SQL("REVOKE ALL ON ALL SEQUENCES IN SCHEMA stockpool FROM PUBLIC, {}").format(granted),
