@@ -11,7 +11,7 @@
 -- Counters are function call counts: this transaction turns track_functions
 -- on, and metrics() adds the calls not flushed yet, so they are exact here.
 BEGIN;
-SELECT plan(50);
+SELECT plan(68);
 SET LOCAL application_name = 'stockpool-pgtap-metrics';
 SET LOCAL track_functions = 'pl';
 
@@ -155,6 +155,58 @@ SELECT results_eq(
     'the gauges: two keys, 15 - 2 claimed on hand, 3 pooled, nothing held, one pool, no violation');
 SELECT is(pg_temp.m('holds_oldest_overdue_seconds'), 0::double precision, 'no overdue hold left: 0');
 
+-- Every other place an event is counted.
+CREATE TEMPORARY TABLE before_more AS
+SELECT c.metric, pg_temp.m(c.metric) AS value
+FROM unnest(ARRAY['reservations_total', 'refusals_total', 'expiries_total', 'refills_total']) AS c (metric);
+GRANT SELECT ON before_more TO PUBLIC;
+CREATE FUNCTION pg_temp.since(p_metric text) RETURNS double precision
+LANGUAGE sql AS $$
+    SELECT pg_temp.m(p_metric) - b.value FROM before_more AS b WHERE b.metric = p_metric
+$$;
+SELECT is(stockpool.set_stock(1, 1303, 1, 2), 2, 'key 1303 at 2');
+SELECT ok(stockpool.reserve_units(1, 1303, 1, 2, '00000000-0000-0000-0000-000000013031'),
+    'G holds both (1 reservation)');
+UPDATE stockpool.holds SET expires_at = now() - interval '1 second'
+WHERE checkout_id = '00000000-0000-0000-0000-000000013031';
+SELECT ok(stockpool.reserve_units(1, 1303, 1, 2, '00000000-0000-0000-0000-000000013032'),
+    'H gets them: near sellout the reservation expires G itself (1 expiry, 1 reservation)');
+SELECT is(stockpool.set_stock(1, 1307, 1, 3), 3, 'key 1307 at 3');
+SELECT ok(stockpool.reserve_units(1, 1307, 1, 1, '00000000-0000-0000-0000-000000013071')
+          AND stockpool.reserve_units(1, 1307, 1, 2, '00000000-0000-0000-0000-000000013072'),
+    'J holds 1, K holds 2 (2 reservations)');
+UPDATE stockpool.holds SET expires_at = now() - interval '1 second'
+WHERE checkout_id = '00000000-0000-0000-0000-000000013071';
+SELECT ok(NOT stockpool.reserve_units(1, 1307, 1, 2, '00000000-0000-0000-0000-000000013073'),
+    'L: 2 refused (1 refusal): expiring J frees 1, not 2, and the refusal rolls that expiry back (none)');
+SELECT is((SELECT status FROM stockpool.holds WHERE checkout_id = '00000000-0000-0000-0000-000000013071'), 'held',
+    'J is still held, overdue, for a sweep');
+SELECT is(stockpool.set_stock(1, 1304, 1, 3), 3, 'key 1304 at 3');
+SELECT ok(stockpool.reserve_units(1, 1304, 1, 3, '00000000-0000-0000-0000-000000013041'),
+    'I holds all three (1 reservation)');
+UPDATE stockpool.holds SET expires_at = now() - interval '1 second'
+WHERE checkout_id = '00000000-0000-0000-0000-000000013041';
+SELECT is(stockpool.set_stock(1, 1304, 1, 1), 1, 'a cycle count finds 1: it expires I (1 expiry)');
+SELECT is(stockpool.set_stock(1, 1305, 1, 100), 100, 'key 1305 at 100');
+SELECT is(stockpool.replenish_pool(1, 1305, 1, 16), 16, 'a pool of 16 (1 refill), mark 12');
+SELECT ok(bool_and(stockpool.reserve_units(1, 1305, 1, 1, format('00000000-0000-0000-0000-0000000130%s', n)::uuid)),
+    'four one-unit reservations (4 reservations): the fourth finds 12 left and refills (1 refill)')
+FROM generate_series(51, 54) AS n;
+SELECT is(stockpool.set_stock(1, 1306, 1, 100), 100, 'key 1306 at 100');
+SELECT is(stockpool.replenish_pool(1, 1306, 1, 16), 16, 'a pool of 16 (1 refill)');
+SELECT ok(stockpool.reserve_cart(1, '00000000-0000-0000-0000-000000013061', '{1306}', '{1}', '{5}'),
+    'a cart takes 5 of them (1 reservation) and leaves 11, below the mark, without a look');
+SELECT results_eq('SELECT expired, refilled FROM stockpool.maintain()', $$VALUES (1, 7)$$,
+    'a maintenance cycle expires J (1 expiry), tops this pool up by 5 and key 1301''s pool of 3 by the 2 it '
+    'has free (2 refills)');
+SELECT results_eq(
+    $$SELECT metric, pg_temp.since(metric) FROM (VALUES ('reservations_total', 1), ('refusals_total', 2),
+          ('expiries_total', 3), ('refills_total', 4)) AS c (metric, n)
+      ORDER BY n$$,
+    $$VALUES ('reservations_total', 10::double precision), ('refusals_total', 1::double precision),
+             ('expiries_total', 3::double precision), ('refills_total', 5::double precision)$$,
+    'each of these places counted its events once');
+
 -- Negative controls.
 SAVEPOINT control;
 UPDATE stockpool.stock SET allocated = allocated + 1 WHERE (shop_id, item_id, location_id) = (1, 1300, 1);
@@ -166,7 +218,8 @@ SELECT is(stockpool.set_stock(1, 1302, 1, 7), 7, 'key 1302 at 7, served from its
 UPDATE stockpool.stock SET pool_target = 16 WHERE (shop_id, item_id, location_id) = (1, 1302, 1);
 SELECT is(pg_temp.m('pools_dry_with_free_stock'), 1::double precision,
     'control: key 1302 marked pooled with an empty pool and 7 free: one dry pool');
-SELECT is(pg_temp.moved('pools_active'), 2::double precision, 'and it counts as a pool');
+SELECT is(pg_temp.moved('pools_active'), 4::double precision,
+    'and it counts as a pool (with 1301, 1305 and 1306)');
 INSERT INTO stockpool.pending_claims (shop_id, item_id, location_id, checkout_id, quantity, claimed_at)
 VALUES (1, 1302, 1, '00000000-0000-0000-0000-000000013007', 2, clock_timestamp() - interval '90 seconds');
 SELECT results_eq(
@@ -177,11 +230,12 @@ SELECT results_eq(
 ROLLBACK TO SAVEPOINT control;
 
 -- Counting switched off: the counters stay put, and say why.
+CREATE TEMPORARY TABLE before_none AS SELECT pg_temp.m('reservations_total') AS value;
 SET LOCAL track_functions = 'none';
 SELECT is(pg_temp.m('track_functions_enabled'), 0::double precision, 'track_functions none: enabled is 0');
 SELECT ok(stockpool.reserve_units(1, 1300, 1, 1, '00000000-0000-0000-0000-000000013008'),
     'a reservation while nothing is counted');
-SELECT is(pg_temp.moved('reservations_total'), 4::double precision, 'reservations_total did not move');
+SELECT is(pg_temp.m('reservations_total'), (SELECT value FROM before_none), 'reservations_total did not move');
 SET LOCAL track_functions = 'pl';
 
 -- Sessions are read as the owner: without pg_read_all_stats it cannot see
@@ -200,7 +254,8 @@ SELECT is(
     (SELECT value FROM stockpool.metrics()
      WHERE metric = 'sessions' AND application_name = 'stockpool-pgtap-metrics' AND state = 'active'),
     1::double precision, 'monitor: metrics() works, and sees other roles'' sessions with their state');
-SELECT is(pg_temp.moved('stock_keys'), 2::double precision, 'monitor: the same figures');
+SELECT is(pg_temp.moved('stock_keys'), 7::double precision,
+    'monitor: the same figures (keys 1300, 1301, 1303 to 1307)');
 RESET ROLE;
 SET LOCAL ROLE stockpool_app;
 SELECT throws_ok('SELECT * FROM stockpool.metrics()', '42501', NULL, 'app: metrics(): 42501');
