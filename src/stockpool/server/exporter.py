@@ -77,11 +77,14 @@ def _binary(*names: str, package: str) -> str:
 
 
 def exporter_dsn(dsn: str) -> str:
-    """``dsn`` as postgres_exporter's driver (lib/pq) takes it: key=value, and
+    """``dsn`` as postgres_exporter's driver (lib/pq) takes it: key=value,
     ``sslmode=disable`` unless the DSN says otherwise (lib/pq defaults to
-    require, which a server without TLS refuses)."""
+    require, which a server without TLS refuses), and an application_name
+    that names the exporter's session in pg_stat_activity (and in
+    stockpool_sessions)."""
     info = conninfo_to_dict(dsn)
     info.setdefault("sslmode", "disable")
+    info.setdefault("application_name", "postgres_exporter")
     return make_conninfo(**{k: str(v) for k, v in info.items() if v is not None})
 
 

@@ -129,11 +129,14 @@ def _binary(name: str) -> str:
 
 
 @contextlib.contextmanager
-def prometheus(targets: Mapping[str, str], interval: str = "1s") -> Iterator[Prometheus]:
+def prometheus(
+    targets: Mapping[str, str], interval: str = "1s", template: Path | None = None
+) -> Iterator[Prometheus]:
     """Prometheus scraping ``targets`` (job name -> host:port) with stockpool's
-    scrape configuration and rules; stopped, its storage removed, on the way out."""
+    scrape configuration and rules (or ``template``'s); stopped, its storage
+    removed, on the way out."""
     binary = _binary("prometheus")
-    config = scrape_config(targets, interval)
+    config = scrape_config(targets, interval, template)
     root = Path(tempfile.mkdtemp(prefix="stockpool-prometheus-"))
     try:
         (root / "prometheus.yml").write_text(json.dumps(config, indent=2))  # JSON is YAML
@@ -154,9 +157,16 @@ def prometheus(targets: Mapping[str, str], interval: str = "1s") -> Iterator[Pro
 
 
 def promtool(*args: str, cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """Run promtool; its exit status and output are the caller's to judge."""
+    """Run promtool; its exit status and output (stdout and stderr in the
+    order it wrote them, in ``stdout``) are the caller's to judge."""
     return subprocess.run(
-        [_binary("promtool"), *args], capture_output=True, text=True, cwd=cwd, timeout=timeout, check=False
+        [_binary("promtool"), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        check=False,
     )
 
 
