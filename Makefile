@@ -15,7 +15,7 @@ RACE_ARGS ?=
 BENCH_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: help bootstrap install race bench test test-pgtap test-python test-isolation lint schema clean
+.PHONY: help bootstrap install race bench test test-pgtap test-python test-isolation test-monitoring lint schema clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  \033[1m%-15s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -58,7 +58,11 @@ test-isolation: bootstrap ## PostgreSQL isolation-tester specs on a throwaway cl
 test-python: bootstrap ## pytest: multi-connection, deploy, race
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-test: lint test-pgtap test-isolation test-python ## Everything CI runs
+test-monitoring: bootstrap ## promtool: the scrape configuration, the alert rules and their unit tests
+	promtool check config monitoring/prometheus.yml
+	promtool test rules monitoring/rules/stockpool_test.yml
+
+test: lint test-monitoring test-pgtap test-isolation test-python ## Everything CI runs
 
 schema: bootstrap ## Rewrite sql/schema/stockpool.sql from a fresh install
 	$(STOCKPOOL) exec -- bash -c '$(BIN)/python -m stockpool.install.schema > sql/schema/stockpool.sql'
