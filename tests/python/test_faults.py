@@ -12,6 +12,48 @@ Faults that end the server or every session (SIGKILL of a backend, which makes
 the postmaster restart all of them, and ``pg_ctl stop -m immediate``) run on a
 throwaway cluster of this module, so the session cluster other tests share is
 never disturbed. That cluster keeps fsync on: crash recovery is under test.
+
+Every fault that makes sense behind a transaction pooler runs twice, by the
+``via`` parameter: the clients (buyers, victim, blocker, holders) connect to
+the server itself ("direct") or to a throwaway pgbouncer 1.18 in transaction
+mode in front of it ("pgbouncer"); the faults (pg_terminate_backend, SIGKILL,
+pg_ctl) and the checks always go to the server. Behind the pooler:
+
+- A backend ended mid-call: pgbouncer drops that server connection and the
+  client sees its connection lost (the server's 57P01, or pgbouncer's 08P01);
+  stockpool.client.Client retries the idempotent call and it lands once.
+- SIGKILL (every backend restarts) and ``pg_ctl stop -m immediate``: a client
+  loses its connection when it is inside a transaction, or when pgbouncer
+  refuses it for want of a server connection. pgbouncer reconnects once the
+  server is back, but after a failed server login it waits
+  ``server_login_retry`` (15 s by default, 1 s here) and meanwhile refuses
+  the clients that find no server connection; clients already queued just
+  wait. A client between transactions holds no server connection and may
+  notice nothing, so the direct variant's "every session reconnects" is not
+  asserted; what must hold is that the buyers carry on.
+- A client that vanishes mid-transaction: pgbouncer closes the server
+  connection it lent (it never hands a connection inside a transaction to
+  another client), and the server rolls back.
+- idle_in_transaction_session_timeout, lock_timeout and statement_timeout are
+  the server's: they act the same, set with SET LOCAL in the transaction.
+
+So both variants keep no session state across transactions: pgbouncer gives a
+session's next transaction any server connection and runs no reset query in
+transaction mode, so a session-level SET would stay behind for whoever
+borrows that connection next. Timeouts are SET LOCAL; the test's gate keys on
+application_name, which pgbouncer sets on every server connection it lends
+(every client here names itself: one without a name inherits the last
+borrower's); the statement_timeout safety net is a database default, since
+1.18 refuses the startup parameter ``options``; a client's backend is looked
+up from the server while its transaction is open, because the pid a pooled
+client is told is pgbouncer's; and sessions do not prepare statements (the
+load uses the client's pooler detection, the victim is the client itself).
+
+Not run through the pooler: the negative controls of the checkers (they have
+no clients; test_pooled_outcomes_are_checked_against_the_server is the pooled
+one), and ending the backend of an idle client, which behind a pooler has no
+backend. The lost commit reply is test_client.py's (its proxy sits between a
+client and the server).
 """
 
 from __future__ import annotations
@@ -31,6 +73,8 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 
 from stockcheck import (
     FAILED,
@@ -46,9 +90,10 @@ from stockcheck import (
     snapshot,
     verify_outcomes,
 )
-from stockpool.client import is_connection_lost
+from stockpool.client import Client, RetryPolicy, behind_pooler, is_connection_lost
 from stockpool.install.deploy import deploy
 from stockpool.server import cluster as clusters
+from stockpool.server import pooler
 
 SHOP = 1  # load runs here
 FAULT_SHOP = 2  # faults that compare snapshots happen here, away from the load
@@ -60,6 +105,102 @@ GATE_LOCK = 7_000_001  # advisory lock of the test-only gate trigger
 VICTIM_CART: tuple[Line, ...] = ((HOT, LOC, 2), (SLOW, LOC, 8))
 LOAD_STOCK = 5000  # per key: the load must not sell out within a test
 
+# Every client names itself (see the module docstring); the gate stops only the victim.
+LOAD_APP = "stockpool-fault-load"
+VICTIM_APP = "stockpool-fault-victim"
+BLOCKER_APP = "stockpool-fault-blocker"
+BUYER_APP = "stockpool-fault-buyer"
+HOLDER_APP = "stockpool-fault-holder"
+
+VIA = ("direct", "pgbouncer")
+SAFETY_TIMEOUT = "20s"  # any statement of any session: a hang fails the test, not the run
+LOGIN_RETRY = 1  # pgbouncer's server_login_retry here, in seconds (its default: 15)
+
+
+# ---------------------------------------------------------------------------
+# where the clients connect
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where a test's clients connect: the server itself ("direct"), or a
+    throwaway pgbouncer in transaction mode in front of it ("pgbouncer").
+    Faults and checks use ``server_dsn`` in both."""
+
+    via: str
+    server_dsn: str
+    dsn: str  # every client's
+    pgbouncer: pooler.Pooler | None = None
+
+    @property
+    def pooled(self) -> bool:
+        return self.pgbouncer is not None
+
+    def connect(self, name: str, autocommit: bool = False) -> psycopg.Connection:
+        """A client session named ``name``, preparing no statements behind the pooler."""
+        conn = psycopg.connect(self.dsn, autocommit=autocommit, application_name=name, connect_timeout=5)
+        if self.pooled:
+            conn.prepare_threshold = None
+        return conn
+
+    def transactions(self) -> int:
+        """Transactions pgbouncer has carried to this test's database (SHOW STATS); 0 when direct."""
+        if self.pgbouncer is None:
+            return 0
+        dbname = conninfo_to_dict(self.dsn)["dbname"]
+        with psycopg.connect(self.pgbouncer.admin_dsn, autocommit=True, prepare_threshold=None) as console:
+            cur = console.execute("SHOW STATS")
+            names = [c.name for c in cur.description or ()]
+            rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+        return sum(int(r["total_xact_count"]) for r in rows if r["database"] == dbname)
+
+
+@contextlib.contextmanager
+def started_pgbouncer(server_dsn: str) -> Iterator[pooler.Pooler]:
+    """pgbouncer in transaction mode in front of a cluster; every database of
+    the cluster is a pool of its own there, so one serves a module's tests."""
+    with pooler.pgbouncer(server_dsn, 50) as pb:
+        with psycopg.connect(pb.admin_dsn, autocommit=True, prepare_threshold=None) as console:
+            # After a failed server login (the server down, or in crash
+            # recovery) pgbouncer waits this long before it tries again;
+            # 15 s by default would only make the restart tests wait.
+            console.execute(f"SET server_login_retry = {LOGIN_RETRY}")
+        yield pb
+
+
+def routed(via: str, server_dsn: str, request: pytest.FixtureRequest, bouncer: str) -> Route:
+    """The route ``via`` to the database ``server_dsn``; ``bouncer`` names the
+    module's pgbouncer fixture in front of that cluster, started on first use."""
+    with psycopg.connect(server_dsn, autocommit=True) as c:
+        # The safety net of every session, as a database default: pgbouncer
+        # 1.18 refuses a client's startup parameter ``options``.
+        c.execute(
+            sql.SQL("ALTER DATABASE {} SET statement_timeout = {}").format(
+                sql.Identifier(c.info.dbname), sql.Literal(SAFETY_TIMEOUT)
+            )
+        )
+    if via == "direct":
+        return Route(via, server_dsn, server_dsn)
+    pb: pooler.Pooler = request.getfixturevalue(bouncer)
+    return Route(via, server_dsn, pooler.through(server_dsn, int(str(conninfo_to_dict(pb.dsn)["port"]))), pb)
+
+
+@pytest.fixture(scope="module")
+def bouncer(pg_server: Any) -> Iterator[pooler.Pooler]:
+    with started_pgbouncer(pg_server.dsn("postgres")) as pb:
+        yield pb
+
+
+@pytest.fixture(params=VIA)
+def via(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def route(via: str, dsn: str, request: pytest.FixtureRequest) -> Route:
+    """The clients' way to this test's database (see :class:`Route`)."""
+    return routed(via, dsn, request, "bouncer")
+
 
 # ---------------------------------------------------------------------------
 # load
@@ -69,7 +210,9 @@ LOAD_STOCK = 5000  # per key: the load must not sell out within a test
 class Load:
     """Buyers on their own connections: reserve (units or cart), then claim,
     release or walk away. Bounded by ``seconds`` and ``max_ops`` per thread;
-    survives lost connections and a server that is down for a while."""
+    survives lost connections and a server that is down for a while. Each
+    session asks the client's pooler detection (stockpool.client.behind_pooler)
+    whether it may prepare statements, and ``sessions`` keeps the answers."""
 
     dsn: str
     shop: int = SHOP
@@ -85,6 +228,7 @@ class Load:
     ops: list[Op] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)
     reconnects: int = 0
+    sessions: list[bool] = field(default_factory=list)  # per session opened: behind a pooler?
     stop: threading.Event = field(default_factory=threading.Event)
     _workers: list[threading.Thread] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -113,11 +257,21 @@ class Load:
 
     def _connect(self) -> psycopg.Connection | None:
         try:
-            return psycopg.connect(
-                self.dsn, autocommit=True, connect_timeout=2, options="-c statement_timeout=20s"
-            )
+            conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=2, application_name=LOAD_APP)
         except psycopg.OperationalError:
             return None
+        try:
+            # Five executions of one statement and psycopg prepares it, which
+            # a transaction pooler's next server connection never saw.
+            pooled = behind_pooler(conn)
+        except psycopg.OperationalError:
+            conn.close()
+            return None
+        if pooled:
+            conn.prepare_threshold = None
+        with self._lock:
+            self.sessions.append(pooled)
+        return conn
 
     def _run(self, n: int) -> None:
         rng = random.Random(self.seed * 1000 + n)
@@ -222,6 +376,17 @@ def running(load: Load, warmup: float = 0.4) -> Iterator[Load]:
         load.finish()
 
 
+def assert_clean_load(load: Load, route: Route) -> None:
+    """No error outside the allowed ones, and the buyers went the test's way:
+    every session of a pooled run found the pooler (none of a direct run),
+    and pgbouncer carried at least one transaction per answered call."""
+    assert load.unexpected == [], load.unexpected[:10]
+    assert load.sessions and set(load.sessions) == {route.pooled}, (route.via, load.sessions)
+    if route.pooled:
+        answered = sum(1 for o in load.ops if o.outcome != UNKNOWN)
+        assert route.transactions() >= answered > 0, (route.transactions(), answered)
+
+
 def assert_consistent(conn: psycopg.Connection, ops: Sequence[Op], shop: int | None = None) -> None:
     state = final_state(conn, shop)
     assert state.violations == [], f"check_invariants: {state.violations}"
@@ -257,37 +422,72 @@ def lock_wait(admin: psycopg.Connection, pid: int) -> str | None:
 
 
 class Victim:
-    """A session whose one call runs in a thread, so the test can end it while it blocks."""
+    """A stockpool.client.Client on the test's route whose one call runs in a
+    thread, so the test can end its backend while the call blocks.
 
-    def __init__(self, dsn: str, setup: Sequence[str] = ()) -> None:
-        self.conn = psycopg.connect(dsn, autocommit=True)
-        for stmt in setup:
-            self.conn.execute(stmt)
-        row = self.conn.execute("SELECT pg_catalog.pg_backend_pid()").fetchone()
-        assert row is not None
-        self.pid = int(row[0])
+    The client's rules for a lost connection (the outcome is unknown, the call
+    is idempotent: retry it) hold the first retry back until the test has
+    looked at what the lost attempt left and calls :meth:`retry`."""
+
+    def __init__(self, route: Route) -> None:
+        self.sessions: list[psycopg.Connection] = []  # every connection the client opened
+        self.retrying = threading.Event()
         self.error: BaseException | None = None
         self.result: Any = None
+        self._dsn = route.dsn
+        self._go = threading.Event()
         self._thread: threading.Thread | None = None
+        self.client = Client(
+            route.dsn,
+            retry=RetryPolicy(attempts=3),
+            connect=self._connect,
+            sleep=self._sleep,
+            rng=random.Random(0),
+        )
 
-    def call(self, query: str, params: Sequence[Any]) -> None:
+    def _connect(self) -> psycopg.Connection:
+        conn = psycopg.connect(self._dsn, autocommit=True, application_name=VICTIM_APP, connect_timeout=5)
+        self.sessions.append(conn)
+        return conn
+
+    def _sleep(self, delay: float) -> None:
+        if self.retrying.is_set():
+            time.sleep(delay)
+            return
+        self.retrying.set()
+        self._go.wait(60)
+
+    def call(self, fn: Callable[[Client], Any]) -> None:
         def run() -> None:
             try:
-                row = self.conn.execute(query, params).fetchone()
-                self.result = row[0] if row else None
+                self.result = fn(self.client)
             except BaseException as exc:
                 self.error = exc
 
         self._thread = threading.Thread(target=run, daemon=True)
         self._thread.start()
 
-    def join(self, timeout: float = 15) -> None:
+    def wait_retrying(self, timeout: float = 15) -> None:
+        """Until the client, its connection lost, is about to retry."""
         assert self._thread is not None
+        wait_for(lambda: self.retrying.is_set() or not self._thread_alive(), timeout, "the client to retry")
+        assert self.retrying.is_set(), f"the client gave up: {self.error!r}, returned {self.result!r}"
+
+    def retry(self, timeout: float = 30) -> None:
+        """Let the held retry go and wait for the call's answer."""
+        assert self._thread is not None
+        self._go.set()
         self._thread.join(timeout)
         assert not self._thread.is_alive(), "the victim's call never returned"
 
+    def _thread_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
     def close(self) -> None:
-        self.conn.close()
+        self._go.set()
+        self.client.close()
+        for conn in self.sessions:
+            conn.close()
 
 
 def cart(conn: psycopg.Connection, shop: int, checkout: uuid.UUID, lines: Sequence[Line]) -> bool:
@@ -327,6 +527,18 @@ def own_dsn(own_cluster: clusters.Cluster) -> Iterator[str]:
             c.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+@pytest.fixture(scope="module")
+def own_bouncer(own_cluster: clusters.Cluster) -> Iterator[pooler.Pooler]:
+    with started_pgbouncer(own_cluster.dsn) as pb:
+        yield pb
+
+
+@pytest.fixture
+def own_route(via: str, own_dsn: str, request: pytest.FixtureRequest) -> Route:
+    """The clients' way to this test's database on the throwaway cluster."""
+    return routed(via, own_dsn, request, "own_bouncer")
+
+
 # ---------------------------------------------------------------------------
 # a backend ended mid-reserve, mid-claim, mid-release
 
@@ -334,9 +546,11 @@ def own_dsn(own_cluster: clusters.Cluster) -> Iterator[str]:
 GATE_TRIGGER = f"""
 CREATE FUNCTION public.fault_gate() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    -- Only the victim's session has the gate on: it stops here, mid-call,
-    -- after its earlier writes, until the test's session lets it go.
-    IF pg_catalog.current_setting('stockpool_test.gate', true) = 'on' THEN
+    -- Only the victim's calls stop here, mid-call, after their earlier
+    -- writes, until the test's session lets them go. The victim is known by
+    -- its application_name: a pooler sets it on the server connection it
+    -- lends, where a session setting would stay behind for the next client.
+    IF pg_catalog.current_setting('application_name') = '{VICTIM_APP}' THEN
         PERFORM pg_catalog.pg_advisory_xact_lock_shared({GATE_LOCK});
     END IF;
     RETURN NULL;
@@ -377,7 +591,7 @@ def _end_backend(
     return psycopg.connect(dsn, autocommit=True)
 
 
-def _prepare(admin: psycopg.Connection, phase: str, checkout: uuid.UUID) -> tuple[str, tuple[Any, ...]]:
+def _prepare(admin: psycopg.Connection, phase: str, checkout: uuid.UUID) -> Callable[[Client], Any]:
     """Set the victim's stage; returns its call."""
     stock_keys(admin, SHOP, [*LOAD_ITEMS, SLOW], LOAD_STOCK)
     if phase == "reserve":
@@ -385,20 +599,13 @@ def _prepare(admin: psycopg.Connection, phase: str, checkout: uuid.UUID) -> tupl
         # then waits for SLOW's refill lock, which the blocker holds.
         admin.execute("SELECT stockpool.configure_pool(%s, %s, %s, 5)", (SHOP, SLOW, LOC))
         admin.execute("SELECT stockpool.replenish_pool(%s, %s, %s)", (SHOP, SLOW, LOC))
-        return (
-            "SELECT stockpool.reserve_cart(%s, %s, %s::bigint[], %s::bigint[], %s::integer[])",
-            (
-                SHOP,
-                checkout,
-                [x[0] for x in VICTIM_CART],
-                [x[1] for x in VICTIM_CART],
-                [x[2] for x in VICTIM_CART],
-            ),
-        )
+        return lambda client: client.reserve_cart(SHOP, checkout, VICTIM_CART)
     assert cart(admin, SHOP, checkout, VICTIM_CART)
     if phase in GATE_TABLE:
         admin.execute(GATE_TRIGGER.format(table=GATE_TABLE[phase]))
-    return (f"SELECT stockpool.{phase}(%s, %s)", (SHOP, checkout))
+    if phase == "claim":
+        return lambda client: client.claim(SHOP, checkout)
+    return lambda client: client.release(SHOP, checkout)
 
 
 def block(blocker: psycopg.Connection, phase: str, shop: int) -> None:
@@ -434,33 +641,51 @@ def server_log(cl: clusters.Cluster, since: int) -> str:
         return f.read().decode(errors="replace")
 
 
-def blocked_by(admin: psycopg.Connection, pid: int, blocker: psycopg.Connection) -> bool:
-    row = admin.execute("SELECT %s = ANY (pg_catalog.pg_blocking_pids(%s))", (blocker.info.backend_pid, pid))
-    found = row.fetchone()
-    return bool(found and found[0])
+def backend_pid(session: psycopg.Connection) -> int:
+    """The server process serving ``session``, asked inside its open
+    transaction: behind a transaction pooler a client has a server process
+    only while a transaction is open, and the pid it was told at login is
+    pgbouncer's."""
+    assert session.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+    row = session.execute("SELECT pg_catalog.pg_backend_pid()").fetchone()
+    assert row is not None
+    return int(row[0])
 
 
-def _mid_call(method: str, phase: str, dsn: str, cl: clusters.Cluster | None = None) -> None:
+def blocked_victim(admin: psycopg.Connection, blocker_pid: int) -> int | None:
+    """The server process running the victim's call while the blocker holds it up."""
+    row = admin.execute(
+        "SELECT pid FROM pg_catalog.pg_stat_activity"
+        " WHERE application_name = %s AND state = 'active' AND %s = ANY (pg_catalog.pg_blocking_pids(pid))",
+        (VICTIM_APP, blocker_pid),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def _mid_call(method: str, phase: str, route: Route, cl: clusters.Cluster | None = None) -> None:
+    dsn = route.server_dsn
     admin = psycopg.connect(dsn, autocommit=True)
     checkout = uuid.uuid4()
-    query, params = _prepare(admin, phase, checkout)
+    call = _prepare(admin, phase, checkout)
+    lines = VICTIM_CART if phase == "reserve" else ()
     ops: list[Op] = []
     if phase != "reserve":
         ops.append(Op("reserve", checkout, VICTIM_CART, OK, True))
-    victim = Victim(dsn, ["SET stockpool_test.gate = 'on'"] if phase in GATE_TABLE else [])
-    blocker = psycopg.connect(dsn)
-    load = Load(dsn, seconds=120, seed=len(method) * 10 + len(phase))
+    victim = Victim(route)
+    blocker = route.connect(BLOCKER_APP)
+    load = Load(route.dsn, seconds=120, seed=len(method) * 10 + len(phase))
     try:
         with running(load):
             block(blocker, phase, SHOP)
-            victim.call(query, params)
+            blocker_pid = backend_pid(blocker)
+            victim.call(call)
             try:
-                wait_for(lambda: blocked_by(admin, victim.pid, blocker), 10, "the victim to block mid-call")
+                pid = wait_for(lambda: blocked_victim(admin, blocker_pid), 10, "the victim to block mid-call")
             except AssertionError as exc:
                 seen = admin.execute(
-                    "SELECT wait_event_type, wait_event, state FROM pg_catalog.pg_stat_activity"
-                    " WHERE pid = %s",
-                    (victim.pid,),
+                    "SELECT pid, wait_event_type, wait_event, state FROM pg_catalog.pg_stat_activity"
+                    " WHERE application_name = %s",
+                    (VICTIM_APP,),
                 ).fetchall()
                 raise AssertionError(
                     f"{exc}: victim {seen}, returned {victim.result!r} {victim.error!r}"
@@ -472,36 +697,50 @@ def _mid_call(method: str, phase: str, dsn: str, cl: clusters.Cluster | None = N
                 for r in admin.execute(
                     "SELECT relation::regclass::text FROM pg_catalog.pg_locks"
                     " WHERE pid = %s AND mode = 'RowExclusiveLock' AND locktype = 'relation'",
-                    (victim.pid,),
+                    (pid,),
                 )
             }
             assert WRITES_BEFORE_BLOCK[phase] <= written, written
             postmaster = cl.postmaster_pid() if cl else None
             log_at = cl.logfile.stat().st_size if cl else 0
-            admin = _end_backend(method, dsn, admin, blocker, victim.pid)
-            victim.join()
-            assert isinstance(victim.error, psycopg.OperationalError), victim.error
+            admin = _end_backend(method, dsn, admin, blocker, pid)
+            # The client saw its connection lost: an unknown outcome of an
+            # idempotent call, so it retries (held until the checks below).
+            victim.wait_retrying()
             if cl:
                 assert cl.postmaster_pid() == postmaster, "the postmaster itself must survive"
                 log = server_log(cl, log_at)
                 assert "was terminated by signal 9" in log, log
                 assert "all server processes terminated; reinitializing" in log, log
             if method == "sigkill":
-                wait_for(lambda: load.reconnects >= load.threads, 30, "every buyer to reconnect")
+                restarted = time.monotonic()
+                if not route.pooled:
+                    wait_for(lambda: load.reconnects >= load.threads, 30, "every buyer to reconnect")
+                wait_for(lambda: load.committed(since=restarted) > 0, 30, "a commit after the restart")
             time.sleep(0.5)  # the load goes on
-        # The victim was waiting before its commit: its call must have left nothing.
-        ops.append(Op(phase, checkout, VICTIM_CART if phase == "reserve" else (), FAILED))
-        assert load.unexpected == [], load.unexpected
+        # The victim was waiting before its commit: its lost call must have left nothing.
+        ops.append(Op(phase, checkout, lines, FAILED))
+        assert_clean_load(load, route)
         assert load.committed() > 0, "the load did no work"
-        if method == "sigkill":
+        if method == "sigkill" and not route.pooled:
+            # (Behind the pooler only the clients inside a transaction lose theirs.)
             assert load.reconnects >= load.threads, "every session should have been restarted"
         assert_consistent(admin, [*load.ops, *ops], SHOP)
-        # The same call retried by the client now succeeds, exactly once.
-        row = admin.execute(query, params).fetchone()
-        assert row is not None
+        # The client's retry of the same call now succeeds, exactly once.
+        victim.retry()
         levels = admin.execute("SELECT * FROM stockpool.stock_levels ORDER BY 1, 2, 3").fetchall()
-        assert row[0] == (True if phase == "reserve" else 10), levels
-        ops.append(Op(phase, checkout, ops[-1].lines, OK, row[0]))
+        assert victim.error is None and victim.result == (True if phase == "reserve" else 10), (
+            victim.error,
+            victim.result,
+            levels,
+        )
+        assert victim.client.retries == 1 and len(victim.sessions) == 2, (
+            victim.client.retries,
+            victim.sessions,
+        )
+        # The client found the pooler on each connection, and prepared nothing behind it.
+        assert {c.prepare_threshold is None for c in victim.sessions} == {route.pooled}
+        ops.append(Op(phase, checkout, lines, OK, victim.result))
         assert_consistent(admin, [*load.ops, *ops], SHOP)
     finally:
         victim.close()
@@ -510,48 +749,54 @@ def _mid_call(method: str, phase: str, dsn: str, cl: clusters.Cluster | None = N
 
 
 @pytest.mark.parametrize("phase", ["reserve", "claim", "release"])
-def test_backend_terminated_mid_call(phase: str, dsn: str) -> None:
+def test_backend_terminated_mid_call(phase: str, route: Route) -> None:
     """pg_terminate_backend of a session blocked inside reserve_cart / claim /
     release, after its first writes: the call leaves nothing, the load around
-    it is intact, and a retry of the same call succeeds once."""
-    _mid_call("terminate", phase, dsn)
+    it is intact, and the client's retry of the same call succeeds once."""
+    _mid_call("terminate", phase, route)
 
 
 @pytest.mark.parametrize("phase", ["reserve", "claim", "release"])
-def test_backend_sigkilled_mid_call(phase: str, own_cluster: clusters.Cluster, own_dsn: str) -> None:
+def test_backend_sigkilled_mid_call(phase: str, own_cluster: clusters.Cluster, own_route: Route) -> None:
     """SIGKILL of the backend mid-call: the postmaster ends every session and
-    recovers; the load reconnects; nothing half-done survives recovery."""
-    _mid_call("sigkill", phase, own_dsn, own_cluster)
+    recovers; the buyers reconnect (direct: all of them) and carry on; nothing
+    half-done survives recovery; the client's retry succeeds once."""
+    _mid_call("sigkill", phase, own_route, own_cluster)
 
 
 # ---------------------------------------------------------------------------
 # the server stopped hard during a soak
 
 
-def test_immediate_stop_during_soak_then_restart(own_cluster: clusters.Cluster, own_dsn: str) -> None:
+def test_immediate_stop_during_soak_then_restart(own_cluster: clusters.Cluster, own_route: Route) -> None:
     """``pg_ctl stop -m immediate`` (no shutdown checkpoint: crash recovery on
     start) while buyers reserve, claim and release; after the restart every
-    guarantee holds and the buyers carry on."""
-    with psycopg.connect(own_dsn, autocommit=True) as admin:
+    guarantee holds and the buyers carry on (direct: every session was cut and
+    reconnected; behind the pooler, those inside a transaction or refused by
+    pgbouncer while it had no server connection)."""
+    dsn = own_route.server_dsn
+    with psycopg.connect(dsn, autocommit=True) as admin:
         stock_keys(admin, SHOP, LOAD_ITEMS, LOAD_STOCK)
-    load = Load(own_dsn, threads=4, seconds=120, seed=7)
+    load = Load(own_route.dsn, threads=4, seconds=120, seed=7)
     with running(load, warmup=1.2):
         assert load.committed() > 0
         log_at = own_cluster.logfile.stat().st_size
         own_cluster.stop("immediate")
         time.sleep(0.3)
         own_cluster.start()
-        clusters.wait_ready(own_dsn)
+        clusters.wait_ready(dsn)
         restarted = time.monotonic()
-        wait_for(lambda: load.reconnects >= load.threads, 30, "every buyer to reconnect")
+        if not own_route.pooled:
+            wait_for(lambda: load.reconnects >= load.threads, 30, "every buyer to reconnect")
         wait_for(lambda: load.committed(since=restarted) > 0, 30, "a commit after the restart")
         time.sleep(0.5)
-    assert load.reconnects >= load.threads, "every session was cut by the stop"
+    if not own_route.pooled:
+        assert load.reconnects >= load.threads, "every session was cut by the stop"
     log = server_log(own_cluster, log_at)
     assert "automatic recovery in progress" in log, log
-    assert load.unexpected == [], load.unexpected
+    assert_clean_load(load, own_route)
     assert load.committed(since=restarted) > 0, "the buyers did not carry on after the restart"
-    with psycopg.connect(own_dsn, autocommit=True) as admin:
+    with psycopg.connect(dsn, autocommit=True) as admin:
         assert_consistent(admin, load.ops, SHOP)
 
 
@@ -560,62 +805,84 @@ def test_immediate_stop_during_soak_then_restart(own_cluster: clusters.Cluster, 
 
 HOLDER = """
 import sys, psycopg
-conn = psycopg.connect(sys.argv[1])  # a transaction is opened by the first statement
-conn.execute("SELECT stockpool.reserve_units(%s, %s, %s, %s, %s::uuid)",
-              (int(sys.argv[2]), int(sys.argv[3]), 1, int(sys.argv[4]), sys.argv[5]))
-print("held", flush=True)
+# a transaction opens with the first statement and stays open
+conn = psycopg.connect(sys.argv[1], application_name=sys.argv[6])
+row = conn.execute("SELECT stockpool.reserve_units(%s, %s, %s, %s, %s::uuid), pg_catalog.pg_backend_pid()",
+                   (int(sys.argv[2]), int(sys.argv[3]), 1, int(sys.argv[4]), sys.argv[5])).fetchone()
+print("held", row[1], flush=True)
 sys.stdin.read()
 """
+RESERVE = "SELECT stockpool.reserve_units(%s, %s, %s, %s, %s)"
 
 
-def _reserve_all(dsn: str, units: int, lock_timeout: str) -> tuple[bool | None, str | None]:
-    with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute(f"SET lock_timeout = '{lock_timeout}'")
+def _reserve_all(route: Route, units: int, lock_timeout: str) -> tuple[bool | None, str | None]:
+    """A buyer asks for ``units`` of SLOW and waits at most ``lock_timeout``:
+    set with SET LOCAL, since a session-level SET would stay on the pooler's
+    server connection for whoever borrows it next."""
+    with route.connect(BUYER_APP, autocommit=True) as c:
         try:
-            row = c.execute(
-                "SELECT stockpool.reserve_units(%s, %s, %s, %s, %s)",
-                (FAULT_SHOP, SLOW, LOC, units, uuid.uuid4()),
-            ).fetchone()
+            with c.transaction():
+                c.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(lock_timeout)))
+                row = c.execute(RESERVE, (FAULT_SHOP, SLOW, LOC, units, uuid.uuid4())).fetchone()
             return (bool(row and row[0]), None)
         except psycopg.Error as exc:
             return (None, exc.sqlstate)
 
 
+def backend_gone(conn: psycopg.Connection, pid: int) -> bool:
+    row = conn.execute("SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
+    return row == (0,)
+
+
 @pytest.mark.parametrize("how", ["client-killed", "closed-without-commit"])
-def test_client_disconnects_mid_transaction(how: str, dsn: str, conn: psycopg.Connection) -> None:
+def test_client_disconnects_mid_transaction(how: str, route: Route, conn: psycopg.Connection) -> None:
     """A client holding all of a key's units in an open transaction vanishes
-    (its process is SIGKILLed, or it closes without COMMIT): the server rolls
-    it back and the units are free again for the next buyer."""
+    (its process is SIGKILLed, or it closes without COMMIT): the server process
+    that ran its transaction ends (behind the pooler: pgbouncer closes the
+    server connection it lent, never handing it on mid-transaction), the
+    transaction rolls back and the units are free again for the next buyer."""
     stock_keys(conn, SHOP, LOAD_ITEMS, LOAD_STOCK)
     stock_keys(conn, FAULT_SHOP, [SLOW], 6)
     conn.execute("SELECT stockpool.replenish_pool(%s, %s, %s)", (FAULT_SHOP, SLOW, LOC))
     before = snapshot(conn, FAULT_SHOP)
     checkout = uuid.uuid4()
-    load = Load(dsn, seed=11)
+    load = Load(route.dsn, seed=11)
     with running(load):
         if how == "client-killed":
             proc = subprocess.Popen(
-                [sys.executable, "-c", HOLDER, dsn, str(FAULT_SHOP), str(SLOW), "6", str(checkout)],
+                [
+                    sys.executable,
+                    "-c",
+                    HOLDER,
+                    route.dsn,
+                    str(FAULT_SHOP),
+                    str(SLOW),
+                    "6",
+                    str(checkout),
+                    HOLDER_APP,
+                ],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,
             )
             assert proc.stdout is not None
-            assert proc.stdout.readline().strip() == "held"
+            said, held_by = proc.stdout.readline().split()
+            assert said == "held"
+            pid = int(held_by)
         else:
-            holder = psycopg.connect(dsn)
-            holder.execute(
-                "SELECT stockpool.reserve_units(%s, %s, %s, 6, %s)", (FAULT_SHOP, SLOW, LOC, checkout)
-            )
+            holder = route.connect(HOLDER_APP)
+            holder.execute(RESERVE, (FAULT_SHOP, SLOW, LOC, 6, checkout))
+            pid = backend_pid(holder)
         # While the holder lives its units are locked: a buyer cannot have them.
-        assert _reserve_all(dsn, 6, "300ms") == (None, "55P03")
+        assert _reserve_all(route, 6, "300ms") == (None, "55P03")
         if how == "client-killed":
             proc.kill()
             proc.wait(10)
         else:
             holder.close()
-        assert _reserve_all(dsn, 6, "10s") == (True, None)
-    assert load.unexpected == [], load.unexpected
+        wait_for(lambda: backend_gone(conn, pid), 10, "the holder's server process to end")
+        assert _reserve_all(route, 6, "10s") == (True, None)
+    assert_clean_load(load, route)
     after = snapshot(conn, FAULT_SHOP)
     assert after["stock_levels"] == [(FAULT_SHOP, SLOW, LOC, 6, 0, 6, 0, 0)], diff(before, after)
     holds = conn.execute(
@@ -625,7 +892,7 @@ def test_client_disconnects_mid_transaction(how: str, dsn: str, conn: psycopg.Co
     assert_consistent(conn, load.ops, SHOP)
 
 
-def test_idle_in_transaction_timeout_gives_units_back(dsn: str, conn: psycopg.Connection) -> None:
+def test_idle_in_transaction_timeout_gives_units_back(route: Route, conn: psycopg.Connection) -> None:
     """A session idle in a transaction hides the units it took. Without a
     timeout a buyer waits in vain (negative control); with
     idle_in_transaction_session_timeout the server ends that session, the units
@@ -634,33 +901,33 @@ def test_idle_in_transaction_timeout_gives_units_back(dsn: str, conn: psycopg.Co
     stock_keys(conn, SHOP, LOAD_ITEMS, LOAD_STOCK)
     stock_keys(conn, FAULT_SHOP, [SLOW], units)
     conn.execute("SELECT stockpool.replenish_pool(%s, %s, %s)", (FAULT_SHOP, SLOW, LOC))
-    load = Load(dsn, seed=13)
-    reserve = "SELECT stockpool.reserve_units(%s, %s, %s, %s, %s)"
+    load = Load(route.dsn, seed=13)
     with running(load):
         # Negative control: no timeout, the units stay hidden past 1 s.
-        idle = psycopg.connect(dsn)
-        idle.execute(reserve, (FAULT_SHOP, SLOW, LOC, units, uuid.uuid4()))
-        assert _reserve_all(dsn, 1, "1s") == (None, "55P03")
+        idle = route.connect(HOLDER_APP)
+        idle.execute(RESERVE, (FAULT_SHOP, SLOW, LOC, units, uuid.uuid4()))
+        assert _reserve_all(route, 1, "1s") == (None, "55P03")
         idle.rollback()
         idle.close()
 
-        idle = psycopg.connect(dsn)
-        idle.execute("SET idle_in_transaction_session_timeout = '500ms'")
-        idle.commit()
+        idle = route.connect(HOLDER_APP)
+        # This transaction's timeout (SET LOCAL: see _reserve_all).
+        idle.execute("SET LOCAL idle_in_transaction_session_timeout = '500ms'")
         idler = uuid.uuid4()
-        idle.execute(reserve, (FAULT_SHOP, SLOW, LOC, units, idler))
+        idle.execute(RESERVE, (FAULT_SHOP, SLOW, LOC, units, idler))
         started = time.monotonic()
 
         got: list[uuid.UUID] = []
         unexpected: list[str] = []
 
         def buyer() -> None:
-            with psycopg.connect(dsn, autocommit=True) as c:
-                c.execute("SET lock_timeout = '10s'")
+            # They wait for the idle session's units; the database's
+            # statement_timeout ends a wait in vain.
+            with route.connect(BUYER_APP, autocommit=True) as c:
                 while True:
                     checkout = uuid.uuid4()
                     try:
-                        row = c.execute(reserve, (FAULT_SHOP, SLOW, LOC, 1, checkout)).fetchone()
+                        row = c.execute(RESERVE, (FAULT_SHOP, SLOW, LOC, 1, checkout)).fetchone()
                     except psycopg.Error as exc:
                         unexpected.append(f"[{exc.sqlstate}] {exc}")
                         return
@@ -672,16 +939,17 @@ def test_idle_in_transaction_timeout_gives_units_back(dsn: str, conn: psycopg.Co
         for b in buyers:
             b.start()
         for b in buyers:
-            b.join(20)
+            b.join(30)
         waited = time.monotonic() - started
         with pytest.raises(psycopg.Error) as ended:
             idle.execute("SELECT 1")
+        # the server's 25P03, or the connection gone (pgbouncer: 08P01)
         assert ended.value.sqlstate in (None, "25P03") or is_connection_lost(ended.value)
         idle.close()
     assert unexpected == []
     assert len(got) == units, f"buyers got {len(got)} of {units} units"
     assert waited >= 0.4, "the buyers cannot have had the units before the timeout"
-    assert load.unexpected == [], load.unexpected
+    assert_clean_load(load, route)
     held = conn.execute(
         "SELECT count(*) FILTER (WHERE checkout_id = %s), count(*) FROM stockpool.holds"
         " WHERE shop_id = %s AND status = 'held'",
@@ -699,13 +967,15 @@ def test_idle_in_transaction_timeout_gives_units_back(dsn: str, conn: psycopg.Co
 @pytest.mark.parametrize("phase", ["reserve", "claim"])
 @pytest.mark.parametrize(("setting", "sqlstate"), [("lock_timeout", "55P03"), ("statement_timeout", "57014")])
 def test_timeout_inside_call_is_clean(
-    phase: str, setting: str, sqlstate: str, dsn: str, conn: psycopg.Connection
+    phase: str, setting: str, sqlstate: str, route: Route, conn: psycopg.Connection
 ) -> None:
     """The call is stopped by the timeout while it waits on a lock after its
     first writes (reserve: HOT's units taken, waiting for SLOW's refill lock;
     claim, which never waits for a ledger row: stopped at the test's gate
     after recording a pending claim): a clean error with the timeout's
-    SQLSTATE, nothing of the call left, the session still usable."""
+    SQLSTATE, nothing of the call left, the session still usable. The timeout
+    is the transaction's own (SET LOCAL), as a client behind a transaction
+    pooler must set it."""
     stock_keys(conn, SHOP, LOAD_ITEMS, LOAD_STOCK)
     stock_keys(conn, FAULT_SHOP, [HOT, SLOW], 40)
     conn.execute("SELECT stockpool.configure_pool(%s, %s, %s, 5)", (FAULT_SHOP, SLOW, LOC))
@@ -722,14 +992,16 @@ def test_timeout_inside_call_is_clean(
         query = "SELECT stockpool.reserve_cart(%s, %s, %s::bigint[], %s::bigint[], %s::integer[])"
         params = (FAULT_SHOP, checkout, [x[0] for x in lines], [x[1] for x in lines], [x[2] for x in lines])
     before = snapshot(conn, FAULT_SHOP)
-    load = Load(dsn, seed=17)
-    with running(load), psycopg.connect(dsn) as blocker, psycopg.connect(dsn, autocommit=True) as victim:
+    load = Load(route.dsn, seed=17)
+    with (
+        running(load),
+        route.connect(BLOCKER_APP) as blocker,
+        route.connect(VICTIM_APP, autocommit=True) as victim,
+    ):
         block(blocker, phase, FAULT_SHOP)
-        if phase in GATE_TABLE:
-            victim.execute("SET stockpool_test.gate = 'on'")
-        victim.execute(f"SET {setting} = '300ms'")
         started = time.monotonic()
-        with pytest.raises(psycopg.Error) as err:
+        with pytest.raises(psycopg.Error) as err, victim.transaction():
+            victim.execute(sql.SQL("SET LOCAL {} = '300ms'").format(sql.Identifier(setting)))
             victim.execute(query, params)
         assert err.value.sqlstate == sqlstate
         assert time.monotonic() - started < 10
@@ -737,10 +1009,9 @@ def test_timeout_inside_call_is_clean(
         assert after == before, diff(before, after)
         blocker.rollback()
         # The session is fine and the call, retried, goes through.
-        victim.execute(f"RESET {setting}")
         row = victim.execute(query, params).fetchone()
         assert row == ((10,) if phase == "claim" else (True,))
-    assert load.unexpected == [], load.unexpected
+    assert_clean_load(load, route)
     assert_consistent(conn, load.ops, SHOP)
 
 
@@ -748,7 +1019,7 @@ def test_timeout_inside_call_is_clean(
 # everything at once on one key
 
 
-def test_everything_at_once_on_one_key(dsn: str, conn: psycopg.Connection) -> None:
+def test_everything_at_once_on_one_key(route: Route, conn: psycopg.Connection) -> None:
     """sweep, replenish_pool, set_stock, adjust_stock, configure_pool, claim and
     release hammer the same key for a few seconds, with short TTLs so holds
     expire under the buyers: no deadlock (40P01), no serialization failure, no
@@ -758,7 +1029,7 @@ def test_everything_at_once_on_one_key(dsn: str, conn: psycopg.Connection) -> No
     stock_keys(conn, SHOP, [HOT], 200)
     seconds = 3.0
     buyers = Load(
-        dsn,
+        route.dsn,
         items=[HOT],
         threads=3,
         seconds=seconds,
@@ -775,7 +1046,7 @@ def test_everything_at_once_on_one_key(dsn: str, conn: psycopg.Connection) -> No
     def loop(name: str, body: Callable[[psycopg.Connection, random.Random], None], allowed: set[str]) -> None:
         rng = random.Random(name)
         n = 0
-        with psycopg.connect(dsn, autocommit=True, options="-c statement_timeout=20s") as c:
+        with route.connect(f"stockpool-fault-{name}", autocommit=True) as c:
             while not stop.is_set():
                 try:
                     body(c, rng)
@@ -827,7 +1098,7 @@ def test_everything_at_once_on_one_key(dsn: str, conn: psycopg.Connection) -> No
         t.join(30)
     assert not any(t.is_alive() for t in helpers), "a helper hung"
     assert errors == [], errors[:10]
-    assert buyers.unexpected == [], buyers.unexpected[:10]
+    assert_clean_load(buyers, route)
     assert looks == [], looks[:3]
     assert all(counts.get(n, 0) > 5 for n in ("sweep", "replenish", "stock")), counts
     kinds = {(o.kind, o.outcome) for o in buyers.ops}
@@ -931,3 +1202,45 @@ def test_invariant_and_history_checks_catch_a_lost_unit_and_a_silent_claim(
     assert any("claim movements 0 <> claimed holds 2" in h for h in state.history), state.history
     problems = verify_outcomes([*ops, Op("claim", checkout, (), OK, 2)], state.holds, state.moves)
     assert any("but claim movements {}" in p for p in problems), problems
+
+
+@pytest.mark.parametrize("via", ["pgbouncer"])
+def test_pooled_outcomes_are_checked_against_the_server(route: Route, conn: psycopg.Connection) -> None:
+    """Negative control of the pooled runs: buyers go through pgbouncer, their
+    outcomes are checked against the server itself. A reservation and a
+    release they saw commit, undone on the server (what a pooler that
+    acknowledged work the server never kept would leave), are both caught; so
+    is a "pooled" run whose buyers went straight to the server."""
+    stock_keys(conn, SHOP, LOAD_ITEMS, LOAD_STOCK)
+    load = Load(route.dsn, seed=31)
+    with running(load):
+        wait_for(
+            lambda: sum(1 for o in load.ops if o.kind == "release" and o.outcome == OK) >= 3,
+            20,
+            "committed releases through the pooler",
+        )
+    assert_clean_load(load, route)
+    assert_consistent(conn, load.ops, SHOP)
+
+    kinds: dict[uuid.UUID, list[tuple[str, str]]] = {}
+    for o in load.ops:
+        kinds.setdefault(o.checkout, []).append((o.kind, o.outcome))
+    reserved = next(c for c, k in kinds.items() if k == [("reserve", OK)])
+    released = next(c for c, k in kinds.items() if k == [("reserve", OK), ("release", OK)])
+    with conn.transaction(force_rollback=True):
+        conn.execute("DELETE FROM stockpool.holds WHERE checkout_id = %s", (reserved,))
+        conn.execute("UPDATE stockpool.holds SET status = 'held' WHERE checkout_id = %s", (released,))
+        state = final_state(conn, SHOP)
+        problems = verify_outcomes(load.ops, state.holds, state.moves)
+    assert any(p.startswith(str(reserved)[:8]) and "holds nothing" in p for p in problems), problems
+    assert any(p.startswith(str(released)[:8]) and "release the client saw commit" in p for p in problems), (
+        problems
+    )
+    assert state.violations, "the ledger no longer matches the holds"
+
+    # Buyers that went straight to the server fail a pooled run's check.
+    direct = Load(route.server_dsn, seed=37, max_ops=3)
+    with running(direct):
+        pass
+    with pytest.raises(AssertionError):
+        assert_clean_load(direct, route)
