@@ -10,6 +10,7 @@ it gets SIGTERM, then SIGKILL, whatever happened meanwhile.
 from __future__ import annotations
 
 import contextlib
+import pwd
 import subprocess
 import time
 import urllib.error
@@ -42,12 +43,28 @@ class Daemon:
 
 @contextlib.contextmanager
 def running(
-    name: str, argv: Sequence[str], stderr: Path, env: Mapping[str, str] | None = None
+    name: str,
+    argv: Sequence[str],
+    stderr: Path,
+    env: Mapping[str, str] | None = None,
+    user: str | None = None,
 ) -> Iterator[Daemon]:
-    """Start ``argv`` with its stderr in ``stderr``; stop it on the way out."""
+    """Start ``argv`` with its stderr in ``stderr``; stop it on the way out.
+
+    ``user``: run it as that OS user (we are root). The process changes user
+    itself rather than through ``runuser``, which would reset the open-files
+    limit and hold every stop for two seconds after passing the signal on."""
+    entry = pwd.getpwnam(user) if user is not None else None
     with stderr.open("w") as err:
         proc = subprocess.Popen(
-            list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=env,
+            user=entry.pw_uid if entry else None,
+            group=entry.pw_gid if entry else None,
+            extra_groups=[] if entry else None,
         )
     try:
         yield Daemon(name, proc, stderr)

@@ -14,12 +14,14 @@ queue on the CPU and on the WAL flush, which is what the pooler is there to
 avoid; the clients beyond it wait in the pooler instead (SHOW POOLS:
 ``cl_waiting``).
 
-Two things a pgbouncer started by a harness must not inherit: a pipe for
-its stderr that nobody reads (it logs there too, and blocks once the pipe
-is full: with a line per login, at about 400 clients), and the open-files
-limit of 1024 that ``runuser`` resets to (pgbouncer needs a descriptor per
-client and per server connection). Its stderr goes to a file, it logs no
-line per connection, and its limit is raised for the clients it is for.
+Two things a pgbouncer started by a harness must not have: a pipe for its
+stderr that nobody reads (it logs there too, and blocks once the pipe is
+full: with a line per login, at about 400 clients), and the default
+open-files limit of 1024 (pgbouncer needs a descriptor per client and per
+server connection). Its stderr goes to a file, it logs no line per
+connection, and its limit is raised for the clients it is for. As root it
+is started as the server's OS user directly, not through ``runuser``,
+which resets that limit and holds every stop for two seconds.
 """
 
 from __future__ import annotations
@@ -94,6 +96,9 @@ def pgbouncer(server_dsn: str, clients: int) -> Iterator[Pooler]:
         "max_db_connections = 0\n"
         "server_reset_query =\n"
         "ignore_startup_parameters = extra_float_digits\n"
+        # After a failed server login pgbouncer refuses clients for this long
+        # (15 s by default): a restarted server is back within a second here.
+        "server_login_retry = 1\n"
         "log_connections = 0\n"
         "log_disconnections = 0\n"
         f"logfile = {root / 'pgbouncer.log'}\n"
@@ -101,13 +106,14 @@ def pgbouncer(server_dsn: str, clients: int) -> Iterator[Pooler]:
     )
     files = open_files(clients, size)
     argv = ["prlimit", f"--nofile={files}:", "--", binary, str(root / "pgbouncer.ini")]
-    if os.geteuid() == 0:
-        entry = pwd.getpwnam(SERVER_USER)
+    run_as: str | None = None
+    if os.geteuid() == 0:  # pgbouncer refuses root
+        run_as = SERVER_USER
+        entry = pwd.getpwnam(run_as)
         for path in (root, *root.iterdir()):
             os.chown(path, entry.pw_uid, entry.pw_gid)
-        argv = ["runuser", "-u", SERVER_USER, "--", *argv]
     try:
-        with daemon.running("pgbouncer", argv, root / "stderr.log") as bouncer:
+        with daemon.running("pgbouncer", argv, root / "stderr.log", user=run_as) as bouncer:
             pooled = through(server_dsn, port)
             try:
                 wait_ready(pooled, timeout=20, exited=bouncer.exited)
