@@ -19,6 +19,7 @@ from stockpool.maintenance.command import command as worker_command
 from stockpool.maintenance.schedule import schedule as maintenance_schedule
 from stockpool.race.command import command as race_command
 from stockpool.server.target import target
+from stockpool.top.command import command as top_command
 
 app = typer.Typer(
     add_completion=False,
@@ -90,6 +91,7 @@ def exec_cmd(
 app.command("race")(race_command)
 app.command("bench")(bench_command)
 app.command("worker")(worker_command)
+app.command("top")(top_command)
 
 
 def pg_env(url: str) -> dict[str, str]:
