@@ -2850,6 +2850,34 @@ ALTER FUNCTION stockpool.take_units(p_shop_id bigint, p_item_id bigint, p_locati
 COMMENT ON FUNCTION stockpool.take_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer) IS 'Low-level SKIP LOCKED claim of up to p_quantity pool units of a key (deleted, no hold recorded); returns how many were taken. SQLSTATEs: 22004 NULL argument, 22023 quantity not positive, SP001 unknown key.';
 
 --
+-- Name: wait_events(); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool.wait_events() RETURNS TABLE(application_name text, wait_event text, backends integer)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT coalesce(a.application_name, '') AS application_name,
+           coalesce(a.wait_event_type || ':' || a.wait_event, 'CPU') AS wait_event,
+           pg_catalog.count(*)::integer AS backends
+    FROM pg_catalog.pg_stat_activity AS a
+    WHERE a.datid = (SELECT d.oid FROM pg_catalog.pg_database AS d WHERE d.datname = pg_catalog.current_database())
+        AND a.pid <> pg_catalog.pg_backend_pid()
+        AND a.backend_type = 'client backend'
+        AND a.state = 'active'
+    GROUP BY 1, 2
+    ORDER BY backends DESC, application_name, wait_event;
+$$;
+
+ALTER FUNCTION stockpool.wait_events() OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION wait_events(); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool.wait_events() IS 'This database''s active client sessions now, other than the caller''s, by (application_name, wait_event): wait_event is wait_event_type:wait_event, or CPU when waiting for nothing; backends is how many. Sees every role''s sessions (runs as the owner, a member of pg_read_all_stats). Reads only, takes no lock. SQLSTATEs: none of its own.';
+
+--
 -- Name: holds; Type: TABLE; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -3675,6 +3703,13 @@ GRANT ALL ON FUNCTION stockpool.sweep(p_batch integer) TO stockpool_worker;
 
 REVOKE ALL ON FUNCTION stockpool.take_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION stockpool.take_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer) TO stockpool_app;
+
+--
+-- Name: FUNCTION wait_events(); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool.wait_events() FROM PUBLIC;
+GRANT ALL ON FUNCTION stockpool.wait_events() TO stockpool_monitor;
 
 --
 -- Name: TABLE stock_levels; Type: ACL; Schema: stockpool; Owner: stockpool_owner

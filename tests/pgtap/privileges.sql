@@ -1,12 +1,12 @@
 -- Roles and grants as the deployer leaves them (src/stockpool/install/deploy.py):
 -- stockpool_owner owns everything; stockpool_app may EXECUTE the public API
 -- and touch no table; stockpool_monitor may read stock_levels and run
--- check_invariants, metrics and hot_keys; PUBLIC gets nothing. The owner is
--- a member of pg_read_all_stats (metrics() reads every session's state as
--- the owner), the other roles of nothing. Then the same, shown by acting as
+-- check_invariants, metrics, hot_keys and wait_events; PUBLIC gets nothing.
+-- The owner is a member of pg_read_all_stats (metrics() and wait_events()
+-- read every session's state as the owner), the other roles of nothing. Then the same, shown by acting as
 -- each role.
 BEGIN;
-SELECT plan(168);
+SELECT plan(176);
 
 -- The public API: name -> identity arguments (deploy.PUBLIC_FUNCTIONS).
 CREATE TEMPORARY TABLE api (name name, args name[]);
@@ -24,10 +24,11 @@ INSERT INTO api VALUES
     ('configure_pool', ARRAY['bigint', 'bigint', 'bigint', 'integer', 'integer', 'integer']),
     ('check_invariants', ARRAY[]::name[]),
     ('metrics', ARRAY[]::name[]),
-    ('hot_keys', ARRAY['integer']::name[]);
+    ('hot_keys', ARRAY['integer']::name[]),
+    ('wait_events', ARRAY[]::name[]);
 GRANT SELECT ON api TO PUBLIC;
 CREATE TEMPORARY TABLE monitor_api AS
-SELECT unnest(ARRAY['check_invariants', 'metrics', 'hot_keys']::name[]) AS name;
+SELECT unnest(ARRAY['check_invariants', 'metrics', 'hot_keys', 'wait_events']::name[]) AS name;
 GRANT SELECT ON monitor_api TO PUBLIC;
 
 -- Roles.
@@ -96,9 +97,9 @@ SELECT table_privs_are('stockpool', 'stock_levels', 'public', ARRAY[]::text[],
 
 -- Functions.
 SELECT function_privs_are('stockpool', a.name, a.args, 'stockpool_app',
-    CASE WHEN a.name IN ('maintain', 'metrics', 'hot_keys') THEN ARRAY[]::text[] ELSE ARRAY['EXECUTE'] END,
+    CASE WHEN a.name IN ('maintain', 'metrics', 'hot_keys', 'wait_events') THEN ARRAY[]::text[] ELSE ARRAY['EXECUTE'] END,
     format('app: %s on %s()',
-           CASE WHEN a.name IN ('maintain', 'metrics', 'hot_keys') THEN 'nothing' ELSE 'EXECUTE' END, a.name))
+           CASE WHEN a.name IN ('maintain', 'metrics', 'hot_keys', 'wait_events') THEN 'nothing' ELSE 'EXECUTE' END, a.name))
 FROM api AS a;
 SELECT function_privs_are('stockpool', a.name, a.args, 'stockpool_monitor',
     CASE WHEN a.name IN (SELECT name FROM monitor_api) THEN ARRAY['EXECUTE'] ELSE ARRAY[]::text[] END,
@@ -178,6 +179,7 @@ SELECT throws_ok('SELECT stockpool._apply_on_hand(1, 1400, 1, 100, false)', '425
     'app: the on-hand helper behind set_stock: 42501');
 SELECT throws_ok('SELECT stockpool.metrics()', '42501', NULL, 'app: metrics: 42501');
 SELECT throws_ok('SELECT stockpool.hot_keys()', '42501', NULL, 'app: hot_keys: 42501');
+SELECT throws_ok('SELECT stockpool.wait_events()', '42501', NULL, 'app: wait_events: 42501');
 SELECT throws_ok('SELECT stockpool._tally_reservation()', '42501', NULL, 'app: a tally: 42501');
 SELECT throws_ok('SELECT nextval(''stockpool.movements_movement_id_seq'')', '42501', NULL,
     'app: a sequence: 42501');
@@ -194,6 +196,7 @@ SELECT is_empty('SELECT * FROM stockpool.check_invariants() WHERE item_id <> 140
 SELECT is((SELECT value FROM stockpool.metrics() WHERE metric = 'stock_keys'), 2::double precision,
     'monitor: runs metrics');
 SELECT results_eq('SELECT item_id FROM stockpool.hot_keys()', ARRAY[1400]::bigint[], 'monitor: runs hot_keys');
+SELECT lives_ok('SELECT count(*) FROM stockpool.wait_events()', 'monitor: runs wait_events');
 SELECT throws_ok($$SELECT stockpool.reserve_units(1, 1400, 1, 1, '00000000-0000-0000-0000-000000000903')$$,
     '42501', NULL, 'monitor: reserve_units: 42501');
 SELECT throws_ok('SELECT stockpool.sweep()', '42501', NULL, 'monitor: sweep: 42501');
@@ -209,6 +212,7 @@ SELECT throws_ok($$SELECT stockpool.reserve_units(1, 1400, 1, 1, '00000000-0000-
     '42501', NULL, 'worker: reserve_units: 42501');
 SELECT throws_ok('SELECT FROM stockpool.stock_levels', '42501', NULL, 'worker: stock_levels: 42501');
 SELECT throws_ok('SELECT stockpool.metrics()', '42501', NULL, 'worker: metrics: 42501');
+SELECT throws_ok('SELECT stockpool.wait_events()', '42501', NULL, 'worker: wait_events: 42501');
 RESET ROLE;
 
 -- A role with only what PUBLIC has can do nothing at all.

@@ -5,14 +5,15 @@
 -- booby-trapped look-alikes (now, random, floor, generate_series,
 -- cardinality, array_position, +, <=) in front of pg_catalog.
 BEGIN;
-SELECT plan(34);
+SELECT plan(35);
 
 -- The catalog.
 SELECT set_eq(
     $$SELECT p.proname::text COLLATE "default" FROM pg_catalog.pg_proc AS p
       WHERE p.pronamespace = 'stockpool'::regnamespace AND p.prosecdef$$,
     ARRAY['set_stock', 'adjust_stock', 'reserve_units', 'reserve_cart', 'claim', 'release', 'sweep', 'maintain',
-          'replenish_pool', 'take_units', 'configure_pool', 'check_invariants', 'metrics', 'hot_keys'],
+          'replenish_pool', 'take_units', 'configure_pool', 'check_invariants', 'metrics', 'hot_keys',
+          'wait_events'],
     'the SECURITY DEFINER functions are exactly the public API (helpers are SECURITY INVOKER)');
 SELECT is(p.proconfig, ARRAY['search_path=pg_catalog, pg_temp'],
     format('%s pins search_path = pg_catalog, pg_temp', p.oid::regprocedure))

@@ -172,12 +172,14 @@ SELECT 'monitor', pg_catalog.concat_ws('/',
     (SELECT pg_catalog.count(*) FROM stockpool.check_invariants()),
     (SELECT m.value FROM stockpool.metrics() AS m
      WHERE m.metric OPERATOR(pg_catalog.=) 'stock_pooled_units'),
-    (SELECT pg_catalog.string_agg(h.item_id::text, ',') FROM stockpool.hot_keys() AS h));
+    (SELECT pg_catalog.string_agg(h.item_id::text, ',') FROM stockpool.hot_keys() AS h),
+    (SELECT pg_catalog.count(*) FROM stockpool.wait_events() AS w
+     WHERE w.application_name OPERATOR(pg_catalog.=) 'search_path_lookalikes probe'));
 RESET search_path;
 RESET ROLE;
 SELECT results_eq($$SELECT result COLLATE "default" FROM public.results WHERE what = 'monitor'$$,
-    $$VALUES ('2/0/8/1700')$$,
-    'the monitor reads stock_levels, check_invariants, metrics and hot_keys under the same path, untouched');
+    $$VALUES ('2/0/8/1700/0')$$,
+    'the monitor reads stock_levels, check_invariants, metrics, hot_keys and wait_events under the same path, untouched');
 SELECT is((SELECT last_value FROM public.shadow_hits WHERE is_called), NULL,
     'no planted look-alike was called from inside them either');
 

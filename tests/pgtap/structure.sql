@@ -4,7 +4,7 @@
 -- the append-only triggers, and every function with its exact signature,
 -- return type and comment.
 BEGIN;
-SELECT plan(119);
+SELECT plan(122);
 
 -- "name type [NOT NULL] [DEFAULT ...] [GENERATED ...]" for each column, in order.
 CREATE FUNCTION pg_temp.columns_of(p_table regclass)
@@ -252,6 +252,7 @@ ORDER BY c.relname;
 SELECT functions_are('stockpool',
     ARRAY['set_stock', 'adjust_stock', 'reserve_units', 'reserve_cart', 'claim', 'release', 'sweep', 'maintain',
           'replenish_pool', 'take_units', 'configure_pool', 'check_invariants', 'metrics', 'hot_keys',
+          'wait_events',
           '_add_units', '_apply_on_hand', '_cool', '_cool_quiet', '_existing_hold', '_expire_due', '_expire_key', '_key_lock_id', '_lock_checkout',
           '_movements_immutable', '_null_args', '_pool_level', '_pooled_upto', '_record_hold', '_refill', '_refill_mark',
           '_return_units', '_settle',
@@ -263,7 +264,7 @@ SELECT functions_are('stockpool',
     'stockpool has exactly its functions');
 SELECT is(
     (SELECT count(*)::integer FROM pg_catalog.pg_proc WHERE pronamespace = 'stockpool'::regnamespace),
-    46, 'no function is overloaded (46 names, 46 functions)');
+    47, 'no function is overloaded (47 names, 47 functions)');
 SELECT results_eq(
     $$SELECT p.proname::text COLLATE "default", pg_get_function_arguments(p.oid), pg_get_function_result(p.oid)
       FROM pg_catalog.pg_proc AS p
@@ -283,7 +284,8 @@ SELECT results_eq(
       ('reserve_units', 'p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_checkout_id uuid, p_ttl interval DEFAULT ''00:15:00''::interval', 'boolean'),
       ('set_stock', 'p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_on_hand integer', 'integer'),
       ('sweep', 'p_batch integer DEFAULT 500', 'integer'),
-      ('take_units', 'p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer', 'integer')$$,
+      ('take_units', 'p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer', 'integer'),
+      ('wait_events', '', 'TABLE(application_name text, wait_event text, backends integer)')$$,
     'every public function: exact argument names, types, order, defaults and result');
 SELECT has_function('stockpool', 'set_stock', ARRAY['bigint', 'bigint', 'bigint', 'integer']);
 SELECT has_function('stockpool', 'adjust_stock', ARRAY['bigint', 'bigint', 'bigint', 'integer']);
@@ -299,11 +301,12 @@ SELECT has_function('stockpool', 'configure_pool', ARRAY['bigint', 'bigint', 'bi
 SELECT has_function('stockpool', 'check_invariants', ARRAY[]::name[]);
 SELECT has_function('stockpool', 'metrics', ARRAY[]::name[]);
 SELECT has_function('stockpool', 'hot_keys', ARRAY['integer']);
+SELECT has_function('stockpool', 'wait_events', ARRAY[]::name[]);
 SELECT function_lang_is('stockpool', f, 'plpgsql', format('%s is plpgsql', f))
 FROM unnest(ARRAY['set_stock', 'adjust_stock', 'reserve_units', 'reserve_cart', 'claim', 'release', 'sweep',
                   'maintain', 'replenish_pool', 'take_units', 'configure_pool', 'hot_keys']::name[]) AS f;
 SELECT function_lang_is('stockpool', f, 'sql', format('%s is plain SQL', f))
-FROM unnest(ARRAY['check_invariants', 'metrics']::name[]) AS f;
+FROM unnest(ARRAY['check_invariants', 'metrics', 'wait_events']::name[]) AS f;
 SELECT is_empty(
     $$SELECT p.oid::regprocedure FROM pg_catalog.pg_proc AS p
       WHERE p.pronamespace = 'stockpool'::regnamespace

@@ -10,7 +10,8 @@
 - Objects are owned by the owner role; the app role gets EXECUTE on the public
   API only, the monitor role the health views and functions only; PUBLIC gets
   nothing. The owner role is made a member of pg_read_all_stats, so that
-  stockpool.metrics() (SECURITY DEFINER) sees the state of every session.
+  stockpool.metrics() and stockpool.wait_events() (SECURITY DEFINER) see the
+  state and wait event of every session.
 """
 
 from __future__ import annotations
@@ -49,14 +50,17 @@ PUBLIC_FUNCTIONS: dict[str, str] = {
     "check_invariants": "",
     "metrics": "",
     "hot_keys": "integer",
+    "wait_events": "",
 }
-MONITOR_FUNCTIONS = ("check_invariants", "metrics", "hot_keys")
+MONITOR_FUNCTIONS = ("check_invariants", "metrics", "hot_keys", "wait_events")
 MONITOR_VIEWS = ("stock_levels",)
 # The maintenance worker's role may run maintenance and nothing else; the app
 # role gets the rest of the API (sweep included, maintain not: a cycle is the
-# worker's job; nor the monitor's metrics and hot_keys).
+# worker's job; nor the monitor's metrics, hot_keys and wait_events).
 WORKER_FUNCTIONS = ("maintain", "sweep")
-APP_FUNCTIONS = tuple(name for name in PUBLIC_FUNCTIONS if name not in ("maintain", "metrics", "hot_keys"))
+APP_FUNCTIONS = tuple(
+    name for name in PUBLIC_FUNCTIONS if name not in ("maintain", "metrics", "hot_keys", "wait_events")
+)
 
 
 @dataclass(frozen=True)

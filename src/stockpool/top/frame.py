@@ -6,12 +6,11 @@ functions that the deployer grants to stockpool_monitor: they see every
 session of the database (the owner role is a member of pg_read_all_stats),
 so the sessions by application and state come from metrics() too.
 
-metrics() has no wait events, so those are sampled from pg_stat_activity
-(:func:`sample_waits`), several times a frame. PostgreSQL 15 shows another
-role's state and wait event only to a member of pg_read_all_stats: a plain
-monitor role sees its own sessions and only the application names of the
-others. Those hidden sessions are counted (:attr:`Waits.hidden`), and the
-view says why it cannot show them rather than show nothing.
+Wait events are sampled several times a frame (:func:`sample_waits`) from
+stockpool.wait_events(), a SECURITY DEFINER function of the monitor role's
+too: pg_stat_activity itself shows another role's wait event only to a
+member of pg_read_all_stats, so a plain monitor role reading it would see
+none of the application's waits.
 
 Every session here is autocommit, has no named prepared statements (the DSN
 may be a transaction pooler) and names itself ``stockpool-top``.
@@ -34,7 +33,7 @@ APPLICATION_NAME = "stockpool-top"
 FATAL_CLASSES = ("28", "3D")
 # One read must not hang a frame: metrics() passes over every ledger row.
 STATEMENT_TIMEOUT = "10s"
-MONITOR_FUNCTIONS = ("stockpool.metrics()", "stockpool.hot_keys(integer)")
+MONITOR_FUNCTIONS = ("stockpool.metrics()", "stockpool.hot_keys(integer)", "stockpool.wait_events()")
 MONITOR_HINT = "run top as a member of stockpool_monitor (GRANT stockpool_monitor TO ...)"
 
 Labels = tuple[str, str, str]  # (relation, application_name, state), '' where a figure has none
@@ -52,20 +51,12 @@ SELECT h.shop_id, h.item_id, h.location_id, h.on_hand, h.pooled, h.held, h.free,
 FROM stockpool.hot_keys(%s) AS h
 """
 
-# Active client backends of this database by wait event ('CPU': waiting for
-# nothing). A session whose state is NULL is one this role may not see (its
-# wait event is NULL as well): counted under a NULL event, as hidden.
+# Active client backends of this database other than top's own, by wait
+# event ('CPU': waiting for nothing), every application's together.
 WAITS = """
-SELECT CASE WHEN a.state IS NULL THEN NULL
-            ELSE coalesce(a.wait_event_type || ':' || a.wait_event, 'CPU')
-       END AS event,
-       pg_catalog.count(*)::integer AS backends
-FROM pg_catalog.pg_stat_activity AS a
-WHERE a.datid = (SELECT d.oid FROM pg_catalog.pg_database AS d
-                 WHERE d.datname = pg_catalog.current_database())
-    AND a.pid <> pg_catalog.pg_backend_pid()
-    AND (a.state IS NULL OR (a.state = 'active' AND a.backend_type = 'client backend'))
-GROUP BY 1
+SELECT w.wait_event, pg_catalog.sum(w.backends)::integer AS backends
+FROM stockpool.wait_events() AS w
+GROUP BY w.wait_event
 """
 
 
@@ -115,22 +106,16 @@ class Snapshot:
 
 @dataclass
 class Waits:
-    """pg_stat_activity's wait events over the samples of one frame."""
+    """wait_events() over the samples of one frame."""
 
     samples: int = 0
     counts: Counter[str] = field(default_factory=Counter)
-    hidden: int = 0  # most sessions this role could not see in one sample
     error: str | None = None  # the last sample's error, if it failed
 
-    def add(self, rows: list[tuple[str | None, int]]) -> None:
+    def add(self, rows: list[tuple[str, int]]) -> None:
         self.samples += 1
-        hidden = 0
         for event, backends in rows:
-            if event is None:
-                hidden += backends
-            else:
-                self.counts[event] += backends
-        self.hidden = max(self.hidden, hidden)
+            self.counts[event] += backends
 
     def top(self, n: int) -> list[tuple[str, float]]:
         """The n most common events with their average backends per sample."""
@@ -232,7 +217,7 @@ def read_snapshot(conn: psycopg.Connection[TupleRow], keys: int) -> Snapshot:
 
 
 def sample_waits(conn: psycopg.Connection[TupleRow], waits: Waits) -> None:
-    """Add one sample of pg_stat_activity to ``waits``; a failed sample is
+    """Add one sample of wait_events() to ``waits``; a failed sample is
     noted in ``waits.error`` (a lost connection is raised)."""
     try:
         rows = conn.execute(WAITS).fetchall()
@@ -241,4 +226,4 @@ def sample_waits(conn: psycopg.Connection[TupleRow], waits: Waits) -> None:
             raise
         waits.error = f"[{exc.sqlstate or '?????'}] {first_line(exc)}"
         return
-    waits.add([(None if event is None else str(event), int(n)) for event, n in rows])
+    waits.add([(str(event), int(n)) for event, n in rows])

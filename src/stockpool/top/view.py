@@ -202,20 +202,13 @@ def hot_keys(keys: list[HotKey]) -> Table:
 
 def wait_events(waits: Waits | None) -> Table:
     table = _table("wait events", "event", "backends", "share")
-    table.min_width = 44  # room for the hint below, on two lines
     top = waits.top(WAIT_EVENTS) if waits else []
     total = sum(avg for _, avg in top) or 1.0
     for event, avg in top:
         table.add_row(escape(event), f"{avg:.1f}", f"{avg / total:.0%}")
     notes = []
     warn = False
-    if waits is not None and waits.hidden:
-        if not top:
-            table.add_row(Text("unavailable", style="yellow"), "", "")
-        notes.append(f"{waits.hidden} sessions of other roles hidden:")
-        notes.append("GRANT pg_read_all_stats to see their waits")
-        warn = True
-    elif waits is not None and waits.samples and not top:
+    if waits is not None and waits.samples and not top:
         notes.append("no active session")
     if waits is not None and waits.error:
         notes.append(f"sampling failed: {waits.error}")

@@ -1,7 +1,7 @@
 """The refresh loop of ``stockpool top``.
 
 Every ``interval`` seconds: read a snapshot, render it against the previous
-one, and between frames sample pg_stat_activity's wait events every 200 ms
+one, and between frames sample stockpool.wait_events() every 200 ms
 (:data:`WAIT_SAMPLE_PERIOD`). A lost connection does not end the view: the
 frame keeps the last figures under a red line that says so, and top
 reconnects with capped exponential backoff (the first frame after it shows
