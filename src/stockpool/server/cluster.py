@@ -41,6 +41,8 @@ BASE_SETTINGS: dict[str, str] = {
     "autovacuum_naptime": "'1s'",
     "autovacuum_vacuum_cost_delay": "0",
     "track_io_timing": "on",
+    # stockpool.metrics()' activity counters are function call counts.
+    "track_functions": "'pl'",
     "deadlock_timeout": "'1s'",
 }
 
