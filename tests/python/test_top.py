@@ -8,12 +8,14 @@
   would hide it from this role; tests/python/test_wait_events.py shows that).
 - The refusals: a role outside stockpool_monitor, a role of the app but not
   the monitor, a database without stockpool, bad flags: exit 2, one line.
-- The live view in tmux, as a person would watch it: while client threads
-  reserve, claim and release, the captured screen shows non-zero
-  reservations/s and claims/s (and, before the load, none: the check's
-  control), the hot key, the load's wait events (none before it) and every
-  section; a killed backend is shown and reconnected; Ctrl-C ends the process
-  with status 0.
+- The live view in tmux, as a person would watch it: while ``stockpool race``
+  (a short soak, run as a command against the database top watches) reserves,
+  claims and releases, the captured screen shows non-zero reservations/s and
+  claims/s (and, before the race, none: the check's control), a race key among
+  the hot keys (none before it), the race's client sessions by application,
+  its wait events (none before it) and every section; a killed backend is
+  shown and reconnected; the race itself exits 0 with every check passed;
+  Ctrl-C ends top with status 0.
 
 Nothing here passes or fails on absolute time: every wait is a poll with a
 generous deadline.
@@ -22,18 +24,16 @@ generous deadline.
 from __future__ import annotations
 
 import os
-import random
 import re
 import shlex
 import shutil
 import subprocess
 import sys
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -64,6 +64,14 @@ TITLES = (
 WIDE = {**os.environ, "COLUMNS": "200"}  # --once prints to a pipe: lay it out as on a wide terminal
 # A row of the wait events section: the event, backends on average, share.
 WAIT_ROW = r"^\s*(?:CPU|[A-Za-z]+:\w+)\s+\d+\.\d\s+\d+%"
+# The live view's load: a short soak race (stockpool race's own keys: shop 1, location 1,
+# fresh items per run; its clients' sessions are stockpool-race/<run>/client).
+RACE = (
+    *("race", "--scenario", "soak", "--duration", "20", "--clients", "4"),
+    *("--shops", "1", "--items", "50", "--check-every", "2"),
+)
+RACE_SHOP, RACE_LOCATION = 1, 1
+RACE_CLIENTS = r"stockpool-race/\d+/client\s+\d+\s+\d+\s+\d+"
 
 
 def _stockpool(*args: str) -> list[str]:
@@ -125,11 +133,12 @@ def total(frame: str, event: str) -> int | None:
     return None if match is None else int(match.group(1).replace(",", ""))
 
 
-def hot_key(frame: str, shop: int, item: int, location: int) -> dict[str, str] | None:
-    """The hot keys row of a key: its columns by name."""
+def hot_key(frame: str, shop: int, item: int | None, location: int) -> dict[str, str] | None:
+    """The hot keys row of a key (``item`` None: of any item): its columns by name."""
     columns = ("on_hand", "pool", "target", "held", "free", "unsettled", "holds", "refill_age")
     cells = r"\s+".join(rf"(?P<{c}>[\d,]+|-|never|[\d.]+ (?:s|min|h))" for c in columns)
-    match = re.search(rf"^\s*{shop}\s+{item}\s+{location}\s+{cells}\s*$", frame, re.M)
+    items = r"\d+" if item is None else str(item)
+    match = re.search(rf"^\s*{shop}\s+{items}\s+{location}\s+{cells}\s*$", frame, re.M)
     return None if match is None else match.groupdict()
 
 
@@ -327,46 +336,18 @@ class Tmux:
         )
 
 
-@contextmanager
-def load(dsn: str, clients: int = 4) -> Iterator[list[BaseException]]:
-    """Checkouts on the hot key until the block ends: reserve one unit, then
-    claim (70%) or release it. Yields the errors the clients met."""
-    stop = threading.Event()
-    errors: list[BaseException] = []
-
-    def checkouts() -> None:
-        rng = random.Random()
-        connect = lambda: psycopg.connect(dsn, autocommit=True, application_name="toptest-load")  # noqa: E731
-        with Client(dsn, connect=connect) as client:
-            while not stop.is_set():
-                checkout = uuid.uuid4()
-                try:
-                    if client.reserve_units(SHOP, HOT_ITEM, LOCATION, 1, checkout):
-                        (client.claim if rng.random() < 0.7 else client.release)(SHOP, checkout)
-                except psycopg.Error as exc:
-                    errors.append(exc)
-                    time.sleep(0.1)
-
-    threads = [threading.Thread(target=checkouts, daemon=True) for _ in range(clients)]
-    for thread in threads:
-        thread.start()
-    try:
-        yield errors
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(timeout=30)
-
-
-def test_live_view_in_tmux_during_a_load(dsn: str, conns: Any) -> None:
+def test_live_view_in_tmux_during_a_race(dsn: str, conns: Any, tmp_path: Path) -> None:
     assert shutil.which("tmux"), "tmux is missing: scripts/bootstrap-system installs it"
     _count_functions(dsn)
     monitor = _login(dsn, MONITOR, "stockpool_monitor")
-    with Client(dsn) as client:
-        client.set_stock(SHOP, HOT_ITEM, LOCATION, 1_000_000)
     admin = conns()
     tmux = Tmux("top")
     screens: list[str] = []
+    race: subprocess.Popen[str] | None = None
+    race_out = tmp_path / "race.out"
+
+    def race_output() -> str:
+        return race_out.read_text() if race_out.exists() else ""
 
     def until(what: str, check: Callable[[str], bool], timeout: float = 45) -> None:
         """Capture the screen until ``check`` holds for one capture."""
@@ -376,11 +357,16 @@ def test_live_view_in_tmux_during_a_load(dsn: str, conns: Any) -> None:
             assert "Traceback" not in screens[-1], screens[-1]
             return check(screens[-1])
 
-        _until(what, poll, timeout, 0.3, lambda: screens[-1] if screens else "(no capture)")
+        def last() -> str:
+            status = "running" if race is None or race.poll() is None else f"exited {race.returncode}"
+            screen = screens[-1] if screens else "(no capture)"
+            return f"{screen}\nrace {status}:\n{race_output()[-3000:]}"
+
+        _until(what, poll, timeout, 0.3, last)
 
     try:
         tmux.start(_stockpool("top", "--dsn", monitor, "--interval", "0.5"))
-        # Before any load: every section, and no reservation going on (the control of
+        # Before the race: every section, and no reservation going on (the control of
         # the check below: it tells a quiet screen from a busy one).
         until(
             "a frame with every section and rates",
@@ -388,38 +374,62 @@ def test_live_view_in_tmux_during_a_load(dsn: str, conns: Any) -> None:
         )
         quiet = screens[-1]
         assert per_second(quiet, "reservations") == 0.0 and per_second(quiet, "claims") == 0.0, quiet
-        assert re.search(WAIT_ROW, quiet, re.M) is None, "no session is active before the load"
+        assert re.search(WAIT_ROW, quiet, re.M) is None, "no session is active before the race"
+        assert hot_key(quiet, RACE_SHOP, None, RACE_LOCATION) is None, quiet
 
-        with load(dsn) as errors:
-            busy: dict[str, str] = {}
-
-            def all_seen(screen: str) -> bool:
-                for event in ("reservations", "claims", "releases"):
-                    if (per_second(screen, event) or 0) > 0:
-                        busy.setdefault(event, screen)
-                if hot_key(screen, SHOP, HOT_ITEM, LOCATION) is not None:
-                    busy.setdefault("hot key", screen)
-                if application(screen, "toptest-load") is not None:
-                    busy.setdefault("load sessions", screen)
-                return len(busy) == 5
-
-            try:
-                until("non-zero rates, the hot key and the load's sessions", all_seen)
-            except AssertionError as exc:
-                raise AssertionError(f"{exc}\nseen {sorted(busy)}; client errors {errors[:3]}") from None
-            # The plain monitor role sees the load's sessions at work in the wait events.
-            until("a wait event of the load", lambda s: re.search(WAIT_ROW, s, re.M) is not None)
-
-            # A lost connection is shown and mended, without a traceback.
-            pid = scalar(
-                admin, "SELECT pid FROM pg_catalog.pg_stat_activity WHERE application_name = 'stockpool-top'"
+        # The load is a race, run as a person would run it against the database top
+        # watches: a short soak whose own checks must pass.
+        with race_out.open("w") as out:
+            race = subprocess.Popen(
+                _stockpool(*RACE, "--dsn", dsn, "--results", str(tmp_path / "results")),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=WIDE,
             )
-            admin.execute("SELECT pg_catalog.pg_terminate_backend(%s)", (pid,))
-            until("the reconnection on screen", lambda s: "reconnected at" in s)
-            until("rates again after the reconnection", lambda s: (per_second(s, "reservations") or 0) > 0)
+        busy: dict[str, str] = {}
+
+        def all_seen(screen: str) -> bool:
+            for event in ("reservations", "claims"):
+                if (per_second(screen, event) or 0) > 0:
+                    busy.setdefault(event, screen)
+            if hot_key(screen, RACE_SHOP, None, RACE_LOCATION) is not None:
+                busy.setdefault("hot key", screen)
+            if re.search(RACE_CLIENTS, screen):
+                busy.setdefault("race sessions", screen)
+            return len(busy) == 4
+
+        try:
+            until("non-zero rates, a race key and the race's sessions", all_seen)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\nseen {sorted(busy)}") from None
+        # The plain monitor role sees the race's sessions at work in the wait events.
+        until("a wait event of the race", lambda s: re.search(WAIT_ROW, s, re.M) is not None)
+
+        # A lost connection is shown and mended, without a traceback.
+        pid = scalar(
+            admin, "SELECT pid FROM pg_catalog.pg_stat_activity WHERE application_name = 'stockpool-top'"
+        )
+        admin.execute("SELECT pg_catalog.pg_terminate_backend(%s)", (pid,))
+        until("the reconnection on screen", lambda s: "reconnected at" in s)
+        until("rates again after the reconnection", lambda s: (per_second(s, "reservations") or 0) > 0)
+        ended = race.poll() is not None
+        assert not ended, f"the race ended before top showed it all: make it longer\n{race_output()}"
+
+        # The race ends by itself, and its own checks pass.
+        status = race.wait(timeout=60)
+        assert status == 0, f"race exited {status}\n{race_output()}"
+        assert re.search(r"^PASS: ", race_output(), re.M), race_output()
 
         tmux("send-keys", "-t", tmux.name, "C-c")
         until("top to end on Ctrl-C", lambda s: "top exited with status" in s)
         assert "top exited with status 0" in screens[-1], screens[-1]
     finally:
+        if race is not None and race.poll() is None:
+            race.terminate()
+            try:
+                race.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                race.kill()
+                race.wait(timeout=30)
         tmux.kill()
