@@ -86,14 +86,12 @@ def _tail_checks(run: BenchRun, counts: list[int]) -> list[Check]:
     """p99 at 512 clients against the ceiling's, and no collapse from 32 to 512."""
     checks: list[Check] = []
     if 512 in counts:
-        sp, ce = run.cell("strategy", "stockpool", 512), run.cell("strategy", "ceiling", 512)
-        r = ratio(sp.p99_ms if sp else None, ce.p99_ms if ce else None)
         checks.append(
-            Check(
+            _p99_check(
                 f"p99 at 512 clients <= {BAR_P99:g} x ceiling's",
-                r is not None and r <= BAR_P99,
-                f"{fmt(sp.p99_ms if sp else None, 1)} ms vs "
-                f"{fmt(ce.p99_ms if ce else None, 1)} ms: {times(r)}",
+                run.cell("strategy", "stockpool", 512),
+                run.cell("strategy", "ceiling", 512),
+                BAR_P99,
             )
         )
     if 512 in counts and 32 in counts:
@@ -106,6 +104,17 @@ def _tail_checks(run: BenchRun, counts: list[int]) -> list[Check]:
             )
         )
     return checks
+
+
+def _p99_check(name: str, cell: Cell | None, ceiling: Cell | None, limit: float) -> Check:
+    """A cell's p99 against the ceiling's, at most ``limit`` times it."""
+    r = ratio(cell.p99_ms if cell else None, ceiling.p99_ms if ceiling else None)
+    return Check(
+        name,
+        r is not None and r <= limit,
+        f"{fmt(cell.p99_ms if cell else None, 1)} ms vs "
+        f"{fmt(ceiling.p99_ms if ceiling else None, 1)} ms: {times(r)}",
+    )
 
 
 def hold_strategies(run: BenchRun) -> list[str]:
@@ -294,14 +303,12 @@ def pooled_bar(run: BenchRun) -> list[Check]:
             )
         )
     if POOLED_FROM in counts:
-        cell, ceiling = pooled_cell(run, POOLED_FROM), run.cell("strategy", "ceiling", POOLED_FROM)
-        r = ratio(cell.p99_ms if cell else None, ceiling.p99_ms if ceiling else None)
         checks.append(
-            Check(
+            _p99_check(
                 f"pgbouncer: p99 at {POOLED_FROM} clients <= {POOLED_P99:g} x the direct ceiling's",
-                r is not None and r <= POOLED_P99,
-                f"{fmt(cell.p99_ms if cell else None, 1)} ms vs "
-                f"{fmt(ceiling.p99_ms if ceiling else None, 1)} ms: {times(r)}",
+                pooled_cell(run, POOLED_FROM),
+                run.cell("strategy", "ceiling", POOLED_FROM),
+                POOLED_P99,
             )
         )
     return checks

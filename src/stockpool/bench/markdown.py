@@ -22,7 +22,7 @@ from stockpool.bench.bars import (
 )
 from stockpool.bench.figures import fmt, ratio, times, top_wait
 from stockpool.bench.model import CATALOGUE_PER_KEY, BenchRun
-from stockpool.checks import verdict
+from stockpool.checks import Check, verdict
 
 
 def strategy_rows(run: BenchRun) -> list[list[str]]:
@@ -72,6 +72,11 @@ def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines
 
 
+def _checks_table(checks: list[Check]) -> list[str]:
+    """A bar's checks as a table: check, result, detail."""
+    return _md_table(["check", "result", "detail"], [[c.name, verdict(c.passed), c.detail] for c in checks])
+
+
 def markdown(run: BenchRun, chart_name: str | None) -> str:
     m = run.machine
     cfg = run.config
@@ -102,10 +107,7 @@ def markdown(run: BenchRun, chart_name: str | None) -> str:
     lines += ["## Strategies", ""]
     lines += _md_table(STRATEGY_HEADER, strategy_rows(run))
     lines += ["", "## The bar for stockpool.reserve_units", ""]
-    lines += _md_table(
-        ["check", "result", "detail"],
-        [[c.name, verdict(c.passed), c.detail] for c in bar(run)],
-    )
+    lines += _checks_table(bar(run))
     lines += checkout_markdown(run)
     lines += catalogue_markdown(run)
     lines += pooled_markdown(run)
@@ -307,9 +309,7 @@ def checkout_markdown(run: BenchRun) -> list[str]:
     ]
     lines += _md_table(CHECKOUT_HEADER, checkout_rows(run))
     lines += ["", "### The bar for claims", ""]
-    lines += _md_table(
-        ["check", "result", "detail"], [[c.name, verdict(c.passed), c.detail] for c in checkout_bar(run)]
-    )
+    lines += _checks_table(checkout_bar(run))
     return lines
 
 
@@ -384,9 +384,7 @@ def catalogue_markdown(run: BenchRun) -> list[str]:
     ]
     lines += _md_table(CATALOGUE_HEADER, catalogue_rows(run))
     lines += ["", "### The bar for a catalogue", ""]
-    lines += _md_table(
-        ["check", "result", "detail"], [[c.name, verdict(c.passed), c.detail] for c in catalogue_bar(run)]
-    )
+    lines += _checks_table(catalogue_bar(run))
     return lines
 
 
@@ -459,7 +457,5 @@ def pooled_markdown(run: BenchRun) -> list[str]:
     ]
     lines += _md_table(POOLED_HEADER, pooled_rows(run))
     lines += ["", "### The bar behind a pooler", ""]
-    lines += _md_table(
-        ["check", "result", "detail"], [[c.name, verdict(c.passed), c.detail] for c in pooled_bar(run)]
-    )
+    lines += _checks_table(pooled_bar(run))
     return lines
