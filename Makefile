@@ -47,7 +47,7 @@ lint: $(VENV)/.stamp ## ruff, mypy and sqlfluff
 	$(BIN)/ruff format --check src tests/python scripts/cpu-decomposition scripts/claim-vs-release
 	$(BIN)/mypy
 	$(BIN)/mypy --strict --scripts-are-modules scripts/cpu-decomposition scripts/claim-vs-release
-	$(BIN)/sqlfluff lint sql/migrations sql/views sql/functions sql/retired.sql
+	$(BIN)/sqlfluff lint sql/migrations sql/views sql/functions sql/routing sql/retired.sql
 
 test-pgtap: bootstrap ## pgTAP suites (pg_prove) on a throwaway cluster
 	$(STOCKPOOL) exec -- bash -c 'psql -qX -v ON_ERROR_STOP=1 -c "CREATE EXTENSION IF NOT EXISTS pgtap" && pg_prove --ext .sql -r tests/pgtap'
