@@ -18,6 +18,8 @@ from stockpool.install.deploy import Roles, deploy
 from stockpool.maintenance.command import command as worker_command
 from stockpool.maintenance.schedule import schedule as maintenance_schedule
 from stockpool.race.command import command as race_command
+from stockpool.route.command import command as move_command
+from stockpool.route.deploy import deploy_router
 from stockpool.server.target import target
 from stockpool.top.command import command as top_command
 
@@ -52,10 +54,45 @@ def deploy_cmd(
             help="Login role the pg_cron job runs as (a member of the worker role). Default: yours."
         ),
     ] = None,
+    nodes: Annotated[
+        str | None,
+        typer.Option(
+            "--nodes",
+            help="Comma-separated node URLs: --dsn is then a PL/Proxy router in front of them "
+            "(docs/nodes.md). Every node is deployed too.",
+        ),
+    ] = None,
+    connect_timeout: Annotated[
+        int, typer.Option(help="With --nodes: seconds the router waits to connect to a node.", min=1)
+    ] = 2,
 ) -> None:
     """Apply pending migrations and re-apply every function (idempotent)."""
+    roles = Roles(owner_role, app_role, monitor_role, worker_role)
+    if nodes is not None:
+        if schedule:
+            fail(
+                StockpoolError(
+                    "--schedule goes with a node's URL, not the router's: deploy each node with it"
+                )
+            )
+        try:
+            routed = deploy_router(
+                dsn, [n.strip() for n in nodes.split(",") if n.strip()], roles, connect_timeout
+            )
+        except StockpoolError as exc:
+            fail(exc)
+        for line in routed.node_reports:
+            console.print(line, soft_wrap=True)
+        served = "; ".join(f"{node} {len(parts)}" for node, parts in routed.partitions.items())
+        console.print(
+            f"router: {routed.functions} functions and {routed.views} views routed; "
+            f"partitions per node: {served}"
+            + (" (new map)" if routed.new_map else " (map kept: `stockpool move` moves partitions)"),
+            soft_wrap=True,
+        )
+        return
     try:
-        report = deploy(dsn, Roles(owner_role, app_role, monitor_role, worker_role), lock_wait=lock_wait)
+        report = deploy(dsn, roles, lock_wait=lock_wait)
         job = maintenance_schedule(dsn, schedule_as) if schedule else None
     except StockpoolError as exc:
         fail(exc)
@@ -92,6 +129,7 @@ app.command("race")(race_command)
 app.command("bench")(bench_command)
 app.command("worker")(worker_command)
 app.command("top")(top_command)
+app.command("move")(move_command)
 
 
 def pg_env(url: str) -> dict[str, str]:

@@ -4,6 +4,8 @@ Retry rules (the same for callers in any language):
 
 - 40001 (serialization_failure) and 40P01 (deadlock_detected): the server rolled
   the whole transaction back, nothing happened; every call may be retried.
+- SP020 (through a PL/Proxy router, docs/nodes.md: the shop's partition is
+  moving to another node): the call was refused before it ran; retry it.
 - A lost connection (no SQLSTATE, class 08, or 57P01/57P02/57P03 admin shutdown /
   crash / cannot connect now): the outcome is unknown, the call may or may not
   have committed. Only idempotent calls are retried: reserve_units and
@@ -44,7 +46,7 @@ T = TypeVar("T")
 
 KEY = ("bigint", "bigint", "bigint")
 KEY_INT = (*KEY, "integer")
-RETRY_ALWAYS = frozenset({"40001", "40P01"})
+RETRY_ALWAYS = frozenset({"40001", "40P01", "SP020"})
 CONNECTION_LOST = frozenset({"57P01", "57P02", "57P03"})
 
 

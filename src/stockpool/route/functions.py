@@ -138,7 +138,7 @@ ORDER BY p.proname
 
 VIEWS_SQL = """
 SELECT c.relname,
-       array(SELECT a.attname || ' ' || pg_catalog.format_type(a.atttypid, a.atttypmod)
+       array(SELECT quote_ident(a.attname) || ' ' || pg_catalog.format_type(a.atttypid, a.atttypmod)
              FROM pg_catalog.pg_attribute AS a
              WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
              ORDER BY a.attnum),
