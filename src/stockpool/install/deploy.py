@@ -51,9 +51,13 @@ PUBLIC_FUNCTIONS: dict[str, str] = {
     "metrics": "",
     "hot_keys": "integer",
     "wait_events": "",
+    "set_named_units": "bigint, bigint, bigint, text[], integer[]",
+    "retire_named_units": "bigint, bigint, bigint, text[]",
+    "reserve_named": "bigint, bigint, bigint, integer, uuid, interval, boolean",
+    "reserve_labels": "bigint, bigint, bigint, text[], uuid, interval",
 }
 MONITOR_FUNCTIONS = ("check_invariants", "metrics", "hot_keys", "wait_events")
-MONITOR_VIEWS = ("stock_levels",)
+MONITOR_VIEWS = ("stock_levels", "unit_status")
 # The maintenance worker's role may run maintenance and nothing else; the app
 # role gets the rest of the API (sweep included, maintain not: a cycle is the
 # worker's job; nor the monitor's metrics, hot_keys and wait_events).
