@@ -20,10 +20,13 @@ from stockpool.install.deploy import deploy
 from stockpool.race.failover import HOLD_BACK, FailoverOptions, failover
 from stockpool.race.harness import HELPER_SESSIONS, SCENARIOS, SHAPES, Harness, temporary_harness, validate
 from stockpool.race.hot import hot
+from stockpool.race.nodes import race_nodes
 from stockpool.race.report import RunReport, render, write_json
 from stockpool.race.sellout import sellout
 from stockpool.race.soak import SoakOptions, soak
+from stockpool.route.layout import throwaway_layout
 from stockpool.server import pgbench, stats
+from stockpool.server.cluster import settings_for_clients
 from stockpool.server.pooler import POOLERS, pgbouncer
 from stockpool.server.target import connect, target
 
@@ -197,6 +200,48 @@ def execute(plan: Plan, dsn: str | None) -> tuple[list[RunReport], dict[str, Any
     raise AssertionError("unreachable")
 
 
+def nodes_options(dsn: str | None, scenario: str | None, shape: str, pooler: str, nodes: int) -> None:
+    """``--nodes``' run, checked: the soak, on a router and nodes of its own."""
+    if dsn:
+        raise StockpoolError(
+            "--nodes runs on a router and nodes of its own, not on --dsn",
+            hint="run it without --dsn (and without STOCKPOOL_DSN)",
+        )
+    if scenario not in (None, "soak") or shape != "stockpool" or pooler != "none":
+        raise StockpoolError("--nodes runs the soak only: no other --scenario, --shape or --pooler")
+    validate(nodes=(nodes, 1))
+    if nodes > 8:
+        raise StockpoolError(f"--nodes must be at most 8 on one machine, got {nodes}")
+
+
+def execute_nodes(plan: Plan, nodes: int) -> tuple[list[RunReport], dict[str, Any]]:
+    """The soak through a PL/Proxy router in front of N throwaway nodes."""
+    pgbench.require()
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    settings = settings_for_clients(plan.clients + HELPER_SESSIONS + 2 * nodes)
+    settings["log_line_prefix"] = stats.LOG_LINE_PREFIX
+    with throwaway_layout(nodes, settings) as lay, _progress() as progress:
+        with connect(lay.router.dsn) as conn:
+            meta = {
+                "started_at": started,
+                "target": f"throwaway PL/Proxy router in front of {nodes} throwaway nodes",
+                "server_version": stats.server_version(conn),
+                "scenarios": ["soak"],
+                "shape": plan.shape,
+                "nodes": lay.report.partitions,
+            }
+        report = race_nodes(
+            lay,
+            plan.clients,
+            plan.duration,
+            plan.soak_options,
+            server_log=stats.ServerLog(lay.router.logfile),
+            progress=progress,
+            sample_interval=plan.sample_ms / 1000,
+        )
+    return [report], meta
+
+
 def _progress() -> Progress:
     return Progress(
         TextColumn("{task.description}"),
@@ -330,6 +375,14 @@ def command(
             "the kill loses commits; must FAIL and list them.",
         ),
     ] = False,
+    nodes: Annotated[
+        int | None,
+        typer.Option(
+            "--nodes",
+            help="Run the soak through a PL/Proxy router in front of N throwaway nodes (shops on every "
+            "node); every check on every node, plus placement.",
+        ),
+    ] = None,
     results: Annotated[Path, typer.Option(help="Directory for the JSON report.")] = Path("results"),
 ) -> None:
     """Race the package under load, check every guarantee, show where contention went."""
@@ -350,6 +403,22 @@ def command(
         if run_failover:
             opts = failover_options(dsn, scenario, shape, pooler, clients, duration, async_standby)
             reports, meta = execute_failover(opts)
+        elif nodes is not None:
+            nodes_options(dsn, scenario, shape, pooler, nodes)
+            plan = make_plan(
+                "soak",
+                shape,
+                clients,
+                per_client,
+                units,
+                rollback_pct,
+                duration if duration is not None else DEFAULT_RUN_SOAK_S,
+                hot_clients,
+                hot_duration,
+                soak_options,
+                sample_ms,
+            )
+            reports, meta = execute_nodes(plan, nodes)
         else:
             plan = make_plan(
                 scenario,

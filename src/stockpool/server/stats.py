@@ -35,7 +35,7 @@ SELECT c.relname, s.n_live_tup, s.n_dead_tup, s.autovacuum_count, s.vacuum_count
 FROM pg_catalog.pg_inherits AS i
 JOIN pg_catalog.pg_class AS c ON c.oid = i.inhrelid
 JOIN pg_catalog.pg_stat_user_tables AS s ON s.relid = c.oid
-WHERE i.inhparent = 'stockpool.pool_units'::pg_catalog.regclass
+WHERE i.inhparent = pg_catalog.to_regclass('stockpool.pool_units')
 ORDER BY c.relname
 """
 
