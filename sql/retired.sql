@@ -12,3 +12,6 @@ DROP FUNCTION IF EXISTS stockpool._record_hold(bigint, uuid, bigint, bigint, int
 
 -- _top_up_low gained p_quiet (a pool about to cool is not topped up).
 DROP FUNCTION IF EXISTS stockpool._top_up_low(integer);
+
+-- _record_hold gained p_labels (a named key's hold records its units).
+DROP FUNCTION IF EXISTS stockpool._record_hold(bigint, uuid, bigint, bigint, integer, interval, boolean);

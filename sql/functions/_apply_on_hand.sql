@@ -12,7 +12,9 @@
 -- Locks: the key's refill advisory lock, then the ledger row (the same order
 -- as refills); never waits on pool rows or hold rows (both SKIP LOCKED).
 -- Raises 22003 (result beyond integer), 22023 (negative result), SP001
--- (relative change of an unknown key), SP002 (below live holds).
+-- (relative change of an unknown key), SP002 (below live holds), SP010 (a
+-- named key: its units come and go with set_named_units and
+-- retire_named_units).
 -- Returns the new on_hand. Touches stock, pool_units, holds, pending_claims,
 -- movements.
 CREATE OR REPLACE FUNCTION stockpool._apply_on_hand(
@@ -59,6 +61,10 @@ BEGIN
             VALUES (p_shop_id, p_item_id, p_location_id, p_value::integer, p_value::integer, 'set');
         END IF;
         RETURN p_value::integer;
+    END IF;
+
+    IF v_stock.named THEN
+        PERFORM stockpool._mixed_key(p_shop_id, p_item_id, p_location_id, true);
     END IF;
 
     v_target := CASE WHEN p_relative THEN v_stock.on_hand + p_value ELSE p_value END;

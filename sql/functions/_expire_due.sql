@@ -1,12 +1,13 @@
 -- _expire_due: expire up to p_batch overdue holds and put their units back
 -- (stockpool._return_units: the ledger row of a key without a pool, else its
--- pool). Returns the number of holds expired.
+-- pool; a named key's labels among its free units, stockpool._free_labels).
+-- Returns the number of holds expired.
 -- Locks: the overdue hold rows FOR UPDATE SKIP LOCKED (a hold being claimed
 -- or released is left to its owner; concurrent callers take disjoint
 -- batches), then per key what _return_units takes (SKIP LOCKED or inserts):
 -- never waits. Each hold expired is counted by _tally_expiry once its units
 -- are back (stockpool.metrics()'s expiries_total).
--- Touches holds, pool_units, stock, movements.
+-- Touches holds, pool_units, named_free, stock, movements.
 CREATE OR REPLACE FUNCTION stockpool._expire_due(
     p_batch integer
 )
@@ -36,13 +37,18 @@ BEGIN
                 AND h.checkout_id = due.checkout_id
                 AND h.item_id = due.item_id
                 AND h.location_id = due.location_id
-            RETURNING h.shop_id, h.item_id, h.location_id, h.quantity
+            RETURNING h.shop_id, h.checkout_id, h.item_id, h.location_id, h.quantity, h.labels
         )
+        -- One row per counted hold (its labels are NULL), one per label of
+        -- a named one: a key is one or the other.
         SELECT e.shop_id, e.item_id, e.location_id,
-               pg_catalog.sum(e.quantity)::integer AS units,
-               pg_catalog.count(*)::integer AS holds,
+               coalesce(pg_catalog.sum(e.quantity) FILTER (WHERE e.labels IS NULL), 0)::integer AS units,
+               pg_catalog.count(DISTINCT e.checkout_id)::integer AS holds,
+               pg_catalog.array_agg(l.label) FILTER (WHERE l.label IS NOT NULL) AS labels,
                pg_catalog.min(s.buckets) AS buckets
         FROM expired AS e
+        LEFT JOIN LATERAL pg_catalog.unnest(e.labels) AS l (label)
+            ON true
         JOIN stockpool.stock AS s
             ON s.shop_id = e.shop_id
             AND s.item_id = e.item_id
@@ -52,6 +58,8 @@ BEGIN
     LOOP
         PERFORM stockpool._return_units(v_key.shop_id, v_key.item_id, v_key.location_id,
                                         v_key.units, v_key.buckets);
+        PERFORM stockpool._free_labels(v_key.shop_id, v_key.item_id, v_key.location_id,
+                                       v_key.labels, v_key.buckets);
         v_holds := v_holds + v_key.holds;
     END LOOP;
     FOR v_i IN 1..v_holds LOOP

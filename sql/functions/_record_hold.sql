@@ -7,7 +7,8 @@
 -- rows by a reservation happens under it, so the row cannot change between
 -- the insert and the update. created_at is the clock under that lock, not
 -- the transaction's start: claim compares it with its own clock to tell a
--- later line from a retry. Returns true when the row now holds this hold.
+-- later line from a retry. p_labels: the units held, for a named key (NULL
+-- for a counted one). Returns true when the row now holds this hold.
 -- Touches holds.
 -- PL/pgSQL, not SQL: PostgreSQL 15 parses and plans the body of a SQL
 -- function that cannot be inlined (an INSERT cannot) on every call, which cost
@@ -20,17 +21,18 @@ CREATE OR REPLACE FUNCTION stockpool._record_hold(
     p_location_id bigint,
     p_quantity integer,
     p_ttl interval,
-    p_reopen boolean
+    p_reopen boolean,
+    p_labels text[] DEFAULT NULL
 )
 RETURNS boolean
 LANGUAGE plpgsql
 AS $function$
 BEGIN
     INSERT INTO stockpool.holds AS h
-        (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at, created_at)
+        (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at, created_at, labels)
     VALUES
         (p_shop_id, p_checkout_id, p_item_id, p_location_id, p_quantity, 'held',
-         pg_catalog.now() + p_ttl, pg_catalog.clock_timestamp())
+         pg_catalog.now() + p_ttl, pg_catalog.clock_timestamp(), p_labels)
     ON CONFLICT ON CONSTRAINT holds_pkey DO NOTHING;
     IF FOUND THEN
         RETURN true;
@@ -43,7 +45,8 @@ BEGIN
         status = 'held',
         expires_at = pg_catalog.now() + p_ttl,
         created_at = pg_catalog.clock_timestamp(),
-        updated_at = pg_catalog.now()
+        updated_at = pg_catalog.now(),
+        labels = p_labels
     WHERE h.shop_id = p_shop_id
         AND h.checkout_id = p_checkout_id
         AND h.item_id = p_item_id
@@ -52,6 +55,6 @@ BEGIN
 END;
 $function$;
 
-COMMENT ON FUNCTION stockpool._record_hold(bigint, uuid, bigint, bigint, integer, interval, boolean) IS
+COMMENT ON FUNCTION stockpool._record_hold(bigint, uuid, bigint, bigint, integer, interval, boolean, text[]) IS
 'Internal: write a checkout''s hold row on one key (the only insert of one); with p_reopen re-open an existing one, '
 'without it return false when one exists.';

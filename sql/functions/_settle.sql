@@ -7,13 +7,15 @@
 -- see (only a holder of the ledger row deletes them, so none is locked by
 -- anyone else), appends one movement per claim in claim order, each with the
 -- on hand after it, and lowers on_hand and allocated by their sum in one
--- update, keeping pooled + held + pending <= on_hand.
+-- update, keeping pooled + held + pending <= on_hand. For a named key each
+-- movement names the units the claim sold (its hold row's labels), so which
+-- unit went to which checkout can be read from the history.
 -- p_checkout_id / p_quantity: the caller's own claim of this key, folded
 -- with the others when the row is free (then it never becomes a pending
 -- row); ignored when p_quantity is 0.
 -- Returns the units folded, or NULL when the row was busy (nothing done: the
 -- caller's own claim, if any, must then be recorded as pending) or the key
--- is unknown. Touches stock, pending_claims, movements.
+-- is unknown. Touches stock, pending_claims, movements (holds read).
 CREATE OR REPLACE FUNCTION stockpool._settle(
     p_shop_id bigint,
     p_item_id bigint,
@@ -27,17 +29,18 @@ LANGUAGE plpgsql
 AS $function$
 DECLARE
     v_on_hand integer;
+    v_named boolean;
     v_units integer;
 BEGIN
     IF p_wait THEN
-        SELECT s.on_hand INTO v_on_hand
+        SELECT s.on_hand, s.named INTO v_on_hand, v_named
         FROM stockpool.stock AS s
         WHERE s.shop_id = p_shop_id
             AND s.item_id = p_item_id
             AND s.location_id = p_location_id
         FOR NO KEY UPDATE;
     ELSE
-        SELECT s.on_hand INTO v_on_hand
+        SELECT s.on_hand, s.named INTO v_on_hand, v_named
         FROM stockpool.stock AS s
         WHERE s.shop_id = p_shop_id
             AND s.item_id = p_item_id
@@ -67,13 +70,21 @@ BEGIN
     ),
     recorded AS (
         INSERT INTO stockpool.movements
-            (shop_id, item_id, location_id, delta, on_hand_after, reason, checkout_id)
+            (shop_id, item_id, location_id, delta, on_hand_after, reason, checkout_id, labels)
         SELECT p_shop_id, p_item_id, p_location_id, -c.quantity,
                v_on_hand - pg_catalog.sum(c.quantity) OVER (
                    ORDER BY c.claimed_at, c.checkout_id
                    ROWS UNBOUNDED PRECEDING
                ),
-               'claim', c.checkout_id
+               'claim', c.checkout_id,
+               CASE WHEN v_named THEN (
+                   SELECT h.labels
+                   FROM stockpool.holds AS h
+                   WHERE h.shop_id = p_shop_id
+                       AND h.checkout_id = c.checkout_id
+                       AND h.item_id = p_item_id
+                       AND h.location_id = p_location_id
+               ) END
         FROM claims AS c
         ORDER BY c.claimed_at, c.checkout_id
         RETURNING -delta AS units

@@ -3,7 +3,8 @@
 -- Returns the new on_hand.
 -- Locks: the key's refill lock, then its ledger row (see _apply_on_hand).
 -- Raises 22004 (NULL argument), 22003 (result beyond integer), 22023
--- (negative result), SP001 (unknown key), SP002 (below live holds).
+-- (negative result), SP001 (unknown key), SP002 (below live holds), SP010
+-- (a named key: set_named_units, retire_named_units).
 -- Touches stock, pool_units, movements.
 CREATE OR REPLACE FUNCTION stockpool.adjust_stock(
     p_shop_id bigint,
@@ -31,4 +32,4 @@ $function$;
 COMMENT ON FUNCTION stockpool.adjust_stock(bigint, bigint, bigint, integer) IS
 'Change a key''s on hand by p_delta, recording a movement; returns the new on hand. '
 'SQLSTATEs: 22004 NULL argument, 22003 result beyond integer, 22023 negative result, '
-'SP001 unknown key, SP002 below units held by live holds.';
+'SP001 unknown key, SP002 below units held by live holds, SP010 named key.';

@@ -13,7 +13,16 @@
 --                   from the ledger
 --   settlement      a pending claim whose checkout's hold on the key is not
 --                   claimed, or claimed for another quantity
--- Touches stock, pool_units, holds, pending_claims, movements (read only).
+--   unit            a named key's unit held or sold by two holds, both free
+--                   and held or sold, neither (lost), free or held without
+--                   being a unit of the key, free at another position than
+--                   its own; or a named key whose on hand is not its units
+--                   (free <> 0 in stock_levels)
+--   mixed           counted and named on one key: a named key with pool
+--                   units or a hold without labels, a counted key with
+--                   units or a hold with labels
+-- Touches stock, pool_units, holds, pending_claims, movements, named_units,
+-- named_free (read only).
 CREATE OR REPLACE FUNCTION stockpool.check_invariants()
 RETURNS TABLE (
     shop_id bigint,
@@ -40,6 +49,12 @@ AS $function$
         SELECT m.shop_id, m.item_id, m.location_id, pg_catalog.sum(m.delta) AS on_hand
         FROM stockpool.movements AS m
         GROUP BY m.shop_id, m.item_id, m.location_id
+    ),
+    taken AS (
+        SELECT hd.shop_id, hd.item_id, hd.location_id, l.label, hd.checkout_id
+        FROM stockpool.holds AS hd
+        CROSS JOIN LATERAL pg_catalog.unnest(hd.labels) AS l (label)
+        WHERE hd.status IN ('held', 'claimed')
     )
     SELECT l.shop_id, l.item_id, l.location_id, 'oversell',
            pg_catalog.format('pooled %s + held %s > on_hand %s', l.pooled, l.held, l.on_hand)
@@ -90,6 +105,104 @@ AS $function$
     WHERE hd.status IS DISTINCT FROM 'claimed'
         OR hd.quantity <> c.quantity
     UNION ALL
+    SELECT t.shop_id, t.item_id, t.location_id, 'unit',
+           pg_catalog.format('unit %s is held or sold by %s checkouts: %s', t.label, pg_catalog.count(*),
+                             pg_catalog.string_agg(t.checkout_id::text, ', ' ORDER BY t.checkout_id))
+    FROM taken AS t
+    GROUP BY t.shop_id, t.item_id, t.location_id, t.label
+    HAVING pg_catalog.count(*) > 1
+    UNION ALL
+    SELECT t.shop_id, t.item_id, t.location_id, 'unit',
+           pg_catalog.format('unit %s is free and held or sold by checkout %s', t.label, t.checkout_id)
+    FROM taken AS t
+    JOIN stockpool.named_free AS f
+        ON f.shop_id = t.shop_id
+        AND f.item_id = t.item_id
+        AND f.location_id = t.location_id
+        AND f.label = t.label
+    UNION ALL
+    SELECT u.shop_id, u.item_id, u.location_id, 'unit',
+           pg_catalog.format('unit %s (position %s) is neither free, held nor sold', u.label, u.position)
+    FROM stockpool.named_units AS u
+    WHERE NOT EXISTS (
+            SELECT FROM stockpool.named_free AS f
+            WHERE f.shop_id = u.shop_id
+                AND f.item_id = u.item_id
+                AND f.location_id = u.location_id
+                AND f.label = u.label
+        )
+        AND NOT EXISTS (
+            SELECT FROM taken AS t
+            WHERE t.shop_id = u.shop_id
+                AND t.item_id = u.item_id
+                AND t.location_id = u.location_id
+                AND t.label = u.label
+        )
+    UNION ALL
+    SELECT x.shop_id, x.item_id, x.location_id, 'unit',
+           pg_catalog.format('%s unit %s is not a unit of the key', x.source, x.label)
+    FROM (
+        SELECT f.shop_id, f.item_id, f.location_id, f.label, 'free' AS source
+        FROM stockpool.named_free AS f
+        UNION ALL
+        SELECT t.shop_id, t.item_id, t.location_id, t.label, 'held or sold'
+        FROM taken AS t
+    ) AS x
+    WHERE NOT EXISTS (
+        SELECT FROM stockpool.named_units AS u
+        WHERE u.shop_id = x.shop_id
+            AND u.item_id = x.item_id
+            AND u.location_id = x.location_id
+            AND u.label = x.label
+    )
+    UNION ALL
+    SELECT f.shop_id, f.item_id, f.location_id, 'unit',
+           pg_catalog.format('unit %s is free at position %s, its position is %s', f.label, f.position, u.position)
+    FROM stockpool.named_free AS f
+    JOIN stockpool.named_units AS u
+        ON u.shop_id = f.shop_id
+        AND u.item_id = f.item_id
+        AND u.location_id = f.location_id
+        AND u.label = f.label
+    WHERE u.position <> f.position
+    UNION ALL
+    SELECT l.shop_id, l.item_id, l.location_id, 'unit',
+           pg_catalog.format('named key with on_hand %s but %s free and %s held units', l.on_hand, l.pooled, l.held)
+    FROM levels AS l
+    JOIN stockpool.stock AS s
+        ON s.shop_id = l.shop_id
+        AND s.item_id = l.item_id
+        AND s.location_id = l.location_id
+    WHERE s.named
+        AND l.on_hand <> l.pooled + l.held
+    UNION ALL
+    SELECT m.shop_id, m.item_id, m.location_id, 'mixed', m.detail
+    FROM (
+        SELECT DISTINCT u.shop_id, u.item_id, u.location_id, true AS if_named, 'named key with pool units' AS detail
+        FROM stockpool.pool_units AS u
+        UNION ALL
+        SELECT DISTINCT u.shop_id, u.item_id, u.location_id, false, 'counted key with named units'
+        FROM stockpool.named_units AS u
+        UNION ALL
+        SELECT DISTINCT f.shop_id, f.item_id, f.location_id, false, 'counted key with free named units'
+        FROM stockpool.named_free AS f
+        UNION ALL
+        SELECT hd.shop_id, hd.item_id, hd.location_id, true,
+               pg_catalog.format('hold of checkout %s without labels on a named key', hd.checkout_id)
+        FROM stockpool.holds AS hd
+        WHERE hd.labels IS NULL
+        UNION ALL
+        SELECT hd.shop_id, hd.item_id, hd.location_id, false,
+               pg_catalog.format('hold of checkout %s with labels on a counted key', hd.checkout_id)
+        FROM stockpool.holds AS hd
+        WHERE hd.labels IS NOT NULL
+    ) AS m
+    JOIN stockpool.stock AS s
+        ON s.shop_id = m.shop_id
+        AND s.item_id = m.item_id
+        AND s.location_id = m.location_id
+    WHERE s.named = m.if_named
+    UNION ALL
     SELECT o.shop_id, o.item_id, o.location_id, 'orphan',
            pg_catalog.format('%s rows of a key missing from the ledger', o.source)
     FROM (
@@ -101,6 +214,12 @@ AS $function$
         UNION
         SELECT DISTINCT c.shop_id, c.item_id, c.location_id, 'pending claim'
         FROM stockpool.pending_claims AS c
+        UNION
+        SELECT DISTINCT u.shop_id, u.item_id, u.location_id, 'named unit'
+        FROM stockpool.named_units AS u
+        UNION
+        SELECT DISTINCT f.shop_id, f.item_id, f.location_id, 'free named unit'
+        FROM stockpool.named_free AS f
     ) AS o
     WHERE NOT EXISTS (
         SELECT FROM stockpool.stock AS s
@@ -111,4 +230,5 @@ AS $function$
 $function$;
 
 COMMENT ON FUNCTION stockpool.check_invariants() IS
-'One row per violated invariant (oversell, allocation, ledger_drift, negative, orphan, settlement); none when healthy.';
+'One row per violated invariant (oversell, allocation, ledger_drift, negative, orphan, settlement, unit, mixed); '
+'none when healthy.';

@@ -1,6 +1,7 @@
 -- release: payment failed. The checkout's live holds (expired but unswept
 -- ones included) end and their units go back: to the key's ledger row when
--- it has no pool and the row is free, else to its pool (_return_units).
+-- it has no pool and the row is free, else to its pool (_return_units); a
+-- named key's units go back among its free units (_free_labels).
 -- Returns the units released by the checkout in total; a retry is a no-op
 -- that returns the same number. A checkout whose holds all expired returns 0:
 -- their units went back when they expired.
@@ -10,7 +11,7 @@
 -- the release's writes are done; a retry is not counted.
 -- Raises 22004 (NULL argument), SP003 (unknown checkout), SP006 (the checkout
 -- was claimed: paid stock is not given back by release).
--- Touches holds, stock, pool_units.
+-- Touches holds, stock, pool_units, named_free.
 CREATE OR REPLACE FUNCTION stockpool.release(
     p_shop_id bigint,
     p_checkout_id uuid
@@ -72,9 +73,9 @@ BEGIN
             WHERE h.shop_id = p_shop_id
                 AND h.checkout_id = p_checkout_id
                 AND h.status = 'held'
-            RETURNING h.item_id, h.location_id, h.quantity
+            RETURNING h.item_id, h.location_id, h.quantity, h.labels
         )
-        SELECT e.item_id, e.location_id, e.quantity, s.buckets
+        SELECT e.item_id, e.location_id, e.quantity, e.labels, s.buckets
         FROM ended AS e
         JOIN stockpool.stock AS s
             ON s.shop_id = p_shop_id
@@ -82,8 +83,13 @@ BEGIN
             AND s.location_id = e.location_id
         ORDER BY e.item_id, e.location_id
     LOOP
-        PERFORM stockpool._return_units(p_shop_id, v_hold.item_id, v_hold.location_id,
-                                        v_hold.quantity, v_hold.buckets);
+        IF v_hold.labels IS NULL THEN
+            PERFORM stockpool._return_units(p_shop_id, v_hold.item_id, v_hold.location_id,
+                                            v_hold.quantity, v_hold.buckets);
+        ELSE
+            PERFORM stockpool._free_labels(p_shop_id, v_hold.item_id, v_hold.location_id,
+                                           v_hold.labels, v_hold.buckets);
+        END IF;
         v_released := v_released + v_hold.quantity;
         v_ended := v_ended + 1;
     END LOOP;

@@ -9,7 +9,8 @@
 -- Locks: the checkout lock, then per key in order as in _take_lines.
 -- Raises 22004 (NULL argument or NULL array element), 22023 (empty or unequal
 -- arrays, quantity <= 0, ttl <= 0), 22003 (a key's summed quantity exceeds
--- integer), SP001 (unknown key), SP007 (checkout holds a different quantity).
+-- integer), SP001 (unknown key), SP007 (checkout holds a different quantity),
+-- SP010 (a named key: reserve_named, one key per call).
 -- Touches pool_units, holds; stock only when refilling.
 CREATE OR REPLACE FUNCTION stockpool.reserve_cart(
     p_shop_id bigint,
@@ -96,6 +97,9 @@ BEGIN
                 USING ERRCODE = '22003';
         END IF;
         v_stock := stockpool._stock_row(p_shop_id, v_item_ids[v_i], v_location_ids[v_i]);
+        IF v_stock.named THEN
+            PERFORM stockpool._mixed_key(p_shop_id, v_item_ids[v_i], v_location_ids[v_i], true);
+        END IF;
         v_quantities := v_quantities || v_need[v_i]::integer;
         v_buckets := v_buckets || v_stock.buckets;
     END LOOP;
@@ -137,4 +141,4 @@ COMMENT ON FUNCTION stockpool.reserve_cart(bigint, uuid, bigint[], bigint[], int
 'Hold every line of a cart for a checkout, or none. Lines in any order; a key repeated on several lines is summed. '
 'true = all held (a retry is a no-op), false = some line lacks stock and nothing is held. '
 'SQLSTATEs: 22004 NULL argument or element, 22023 empty/unequal arrays or quantity/ttl not positive, '
-'22003 summed quantity beyond integer, SP001 unknown key, SP007 checkout holds different lines.';
+'22003 summed quantity beyond integer, SP001 unknown key, SP007 checkout holds different lines, SP010 named key.';

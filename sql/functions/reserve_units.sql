@@ -18,7 +18,8 @@
 -- by _tally_refusal, a low-water refill that moved units by _tally_refill;
 -- a retry is not counted.
 -- Raises 22004 (NULL argument), 22023 (quantity <= 0, ttl <= 0),
--- SP001 (unknown key), SP007 (checkout holds a different quantity).
+-- SP001 (unknown key), SP007 (checkout holds a different quantity), SP010
+-- (a named key: reserve_named).
 -- Touches holds, stock (a free ledger row's allocated; refills), pool_units.
 CREATE OR REPLACE FUNCTION stockpool.reserve_units(
     p_shop_id bigint,
@@ -64,6 +65,9 @@ BEGIN
         AND s.location_id = p_location_id;
     IF NOT FOUND THEN
         PERFORM stockpool._unknown_key(p_shop_id, p_item_id, p_location_id);
+    END IF;
+    IF v_stock.named THEN
+        PERFORM stockpool._mixed_key(p_shop_id, p_item_id, p_location_id, true);
     END IF;
 
     PERFORM stockpool._lock_checkout(p_shop_id, p_checkout_id);
@@ -165,4 +169,4 @@ COMMENT ON FUNCTION stockpool.reserve_units(bigint, bigint, bigint, integer, uui
 'Hold p_quantity units of (shop, item, location) for a checkout until now() + p_ttl, all or nothing. '
 'true = held (a retry by the same checkout is a no-op), false = not enough stock. '
 'SQLSTATEs: 22004 NULL argument, 22023 quantity or ttl not positive, SP001 unknown key, '
-'SP007 checkout already holds a different quantity of this key.';
+'SP007 checkout already holds a different quantity of this key, SP010 named key.';

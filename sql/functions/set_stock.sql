@@ -3,7 +3,8 @@
 -- back; lowering on_hand below what live holds need is refused.
 -- Returns the new on_hand.
 -- Locks: the key's refill lock, then its ledger row (see _apply_on_hand).
--- Raises 22004 (NULL argument), 22023 (p_on_hand < 0), SP002 (below live holds).
+-- Raises 22004 (NULL argument), 22023 (p_on_hand < 0), SP002 (below live holds),
+-- SP010 (a named key: set_named_units, retire_named_units).
 -- Touches stock, pool_units, movements.
 CREATE OR REPLACE FUNCTION stockpool.set_stock(
     p_shop_id bigint,
@@ -35,4 +36,4 @@ $function$;
 COMMENT ON FUNCTION stockpool.set_stock(bigint, bigint, bigint, integer) IS
 'Create a stock key or set its on hand, recording a movement for the difference; returns the new on hand. '
 'Pool units above the new bound are taken back. '
-'SQLSTATEs: 22004 NULL argument, 22023 negative on hand, SP002 below units held by live holds.';
+'SQLSTATEs: 22004 NULL argument, 22023 negative on hand, SP002 below units held by live holds, SP010 named key.';

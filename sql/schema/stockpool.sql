@@ -101,6 +101,10 @@ BEGIN
         RETURN p_value::integer;
     END IF;
 
+    IF v_stock.named THEN
+        PERFORM stockpool._mixed_key(p_shop_id, p_item_id, p_location_id, true);
+    END IF;
+
     v_target := CASE WHEN p_relative THEN v_stock.on_hand + p_value ELSE p_value END;
     IF v_target > 2147483647 THEN
         RAISE EXCEPTION 'on hand of (shop %, item %, location %) would be %, beyond integer',
@@ -389,13 +393,18 @@ BEGIN
                 AND h.checkout_id = due.checkout_id
                 AND h.item_id = due.item_id
                 AND h.location_id = due.location_id
-            RETURNING h.shop_id, h.item_id, h.location_id, h.quantity
+            RETURNING h.shop_id, h.checkout_id, h.item_id, h.location_id, h.quantity, h.labels
         )
+        -- One row per counted hold (its labels are NULL), one per label of
+        -- a named one: a key is one or the other.
         SELECT e.shop_id, e.item_id, e.location_id,
-               pg_catalog.sum(e.quantity)::integer AS units,
-               pg_catalog.count(*)::integer AS holds,
+               coalesce(pg_catalog.sum(e.quantity) FILTER (WHERE e.labels IS NULL), 0)::integer AS units,
+               pg_catalog.count(DISTINCT e.checkout_id)::integer AS holds,
+               pg_catalog.array_agg(l.label) FILTER (WHERE l.label IS NOT NULL) AS labels,
                pg_catalog.min(s.buckets) AS buckets
         FROM expired AS e
+        LEFT JOIN LATERAL pg_catalog.unnest(e.labels) AS l (label)
+            ON true
         JOIN stockpool.stock AS s
             ON s.shop_id = e.shop_id
             AND s.item_id = e.item_id
@@ -405,6 +414,8 @@ BEGIN
     LOOP
         PERFORM stockpool._return_units(v_key.shop_id, v_key.item_id, v_key.location_id,
                                         v_key.units, v_key.buckets);
+        PERFORM stockpool._free_labels(v_key.shop_id, v_key.item_id, v_key.location_id,
+                                       v_key.labels, v_key.buckets);
         v_holds := v_holds + v_key.holds;
     END LOOP;
     FOR v_i IN 1..v_holds LOOP
@@ -432,6 +443,7 @@ CREATE FUNCTION stockpool._expire_key(p_shop_id bigint, p_item_id bigint, p_loca
 DECLARE
     v_units integer;
     v_holds integer;
+    v_labels text[];
 BEGIN
     WITH due AS (
         SELECT h.checkout_id
@@ -453,13 +465,18 @@ BEGIN
             AND h.checkout_id = due.checkout_id
             AND h.item_id = p_item_id
             AND h.location_id = p_location_id
-        RETURNING h.quantity
+        RETURNING h.quantity, h.labels
     )
-    SELECT coalesce(pg_catalog.sum(expired.quantity), 0)::integer, pg_catalog.count(*)::integer
-    INTO v_units, v_holds
-    FROM expired;
+    SELECT coalesce(pg_catalog.sum(e.quantity) FILTER (WHERE e.labels IS NULL), 0)::integer,
+           pg_catalog.count(*)::integer,
+           (SELECT pg_catalog.array_agg(l.label)
+            FROM expired AS n
+            CROSS JOIN LATERAL pg_catalog.unnest(n.labels) AS l (label))
+    INTO v_units, v_holds, v_labels
+    FROM expired AS e;
 
     PERFORM stockpool._add_units(p_shop_id, p_item_id, p_location_id, v_units, p_buckets);
+    PERFORM stockpool._free_labels(p_shop_id, p_item_id, p_location_id, v_labels, p_buckets);
     RETURN v_holds;
 END;
 $$;
@@ -471,6 +488,41 @@ ALTER FUNCTION stockpool._expire_key(p_shop_id bigint, p_item_id bigint, p_locat
 --
 
 COMMENT ON FUNCTION stockpool._expire_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_buckets integer) IS 'Internal: expire one key''s overdue holds and return their units to its pool; returns holds expired.';
+
+--
+-- Name: _free_labels(bigint, bigint, bigint, text[], integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._free_labels(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[], p_buckets integer) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_freed integer;
+BEGIN
+    IF p_labels IS NULL THEN
+        RETURN 0;
+    END IF;
+    INSERT INTO stockpool.named_free (shop_id, item_id, location_id, bucket, position, label)
+    SELECT p_shop_id, p_item_id, p_location_id,
+           ((u.position % p_buckets) + p_buckets) % p_buckets, u.position, u.label
+    FROM stockpool.named_units AS u
+    WHERE u.shop_id = p_shop_id
+        AND u.item_id = p_item_id
+        AND u.location_id = p_location_id
+        AND u.label = ANY(p_labels)
+    ORDER BY ((u.position % p_buckets) + p_buckets) % p_buckets, u.position;
+    GET DIAGNOSTICS v_freed = ROW_COUNT;
+    RETURN v_freed;
+END;
+$$;
+
+ALTER FUNCTION stockpool._free_labels(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[], p_buckets integer) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _free_labels(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[], p_buckets integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._free_labels(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[], p_buckets integer) IS 'Internal: put a named key''s units (by label) back among its free units.';
 
 --
 -- Name: _key_lock_id(bigint, bigint, bigint); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -513,6 +565,36 @@ ALTER FUNCTION stockpool._lock_checkout(p_shop_id bigint, p_checkout_id uuid) OW
 --
 
 COMMENT ON FUNCTION stockpool._lock_checkout(p_shop_id bigint, p_checkout_id uuid) IS 'Internal: transaction-scoped lock serialising all operations of one checkout.';
+
+--
+-- Name: _mixed_key(bigint, bigint, bigint, boolean); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._mixed_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_named boolean) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF p_named THEN
+        RAISE EXCEPTION 'stock key (shop %, item %, location %) has named units, not counted ones',
+            p_shop_id, p_item_id, p_location_id
+            USING ERRCODE = 'SP010',
+                  HINT = 'Use stockpool.reserve_named(), reserve_labels(), set_named_units() or retire_named_units().';
+    END IF;
+    RAISE EXCEPTION 'stock key (shop %, item %, location %) has counted units, not named ones',
+        p_shop_id, p_item_id, p_location_id
+        USING ERRCODE = 'SP010',
+              HINT = 'Use stockpool.reserve_units(), reserve_cart(), set_stock() or adjust_stock(); '
+                     'named units need a key of their own.';
+END;
+$$;
+
+ALTER FUNCTION stockpool._mixed_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_named boolean) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _mixed_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_named boolean); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._mixed_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_named boolean) IS 'Internal: raise SP010 for a call that would mix counted and named units on one key (the only place that does).';
 
 --
 -- Name: _movements_immutable(); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -624,18 +706,18 @@ ALTER FUNCTION stockpool._pooled_upto(p_shop_id bigint, p_item_id bigint, p_loca
 COMMENT ON FUNCTION stockpool._pooled_upto(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_mark integer, p_buckets integer) IS 'Internal: units pooled for a key, counted no further than p_mark + 1 (one bucket, scaled, above 4,096).';
 
 --
--- Name: _record_hold(bigint, uuid, bigint, bigint, integer, interval, boolean); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+-- Name: _record_hold(bigint, uuid, bigint, bigint, integer, interval, boolean, text[]); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
-CREATE FUNCTION stockpool._record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval, p_reopen boolean) RETURNS boolean
+CREATE FUNCTION stockpool._record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval, p_reopen boolean, p_labels text[] DEFAULT NULL::text[]) RETURNS boolean
     LANGUAGE plpgsql
     AS $$
 BEGIN
     INSERT INTO stockpool.holds AS h
-        (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at, created_at)
+        (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at, created_at, labels)
     VALUES
         (p_shop_id, p_checkout_id, p_item_id, p_location_id, p_quantity, 'held',
-         pg_catalog.now() + p_ttl, pg_catalog.clock_timestamp())
+         pg_catalog.now() + p_ttl, pg_catalog.clock_timestamp(), p_labels)
     ON CONFLICT ON CONSTRAINT holds_pkey DO NOTHING;
     IF FOUND THEN
         RETURN true;
@@ -648,7 +730,8 @@ BEGIN
         status = 'held',
         expires_at = pg_catalog.now() + p_ttl,
         created_at = pg_catalog.clock_timestamp(),
-        updated_at = pg_catalog.now()
+        updated_at = pg_catalog.now(),
+        labels = p_labels
     WHERE h.shop_id = p_shop_id
         AND h.checkout_id = p_checkout_id
         AND h.item_id = p_item_id
@@ -657,13 +740,13 @@ BEGIN
 END;
 $$;
 
-ALTER FUNCTION stockpool._record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval, p_reopen boolean) OWNER TO stockpool_owner;
+ALTER FUNCTION stockpool._record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval, p_reopen boolean, p_labels text[]) OWNER TO stockpool_owner;
 
 --
--- Name: FUNCTION _record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval, p_reopen boolean); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+-- Name: FUNCTION _record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval, p_reopen boolean, p_labels text[]); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON FUNCTION stockpool._record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval, p_reopen boolean) IS 'Internal: write a checkout''s hold row on one key (the only insert of one); with p_reopen re-open an existing one, without it return false when one exists.';
+COMMENT ON FUNCTION stockpool._record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval, p_reopen boolean, p_labels text[]) IS 'Internal: write a checkout''s hold row on one key (the only insert of one); with p_reopen re-open an existing one, without it return false when one exists.';
 
 --
 -- Name: _refill(bigint, bigint, bigint, integer, boolean, boolean, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -863,17 +946,18 @@ CREATE FUNCTION stockpool._settle(p_shop_id bigint, p_item_id bigint, p_location
     AS $$
 DECLARE
     v_on_hand integer;
+    v_named boolean;
     v_units integer;
 BEGIN
     IF p_wait THEN
-        SELECT s.on_hand INTO v_on_hand
+        SELECT s.on_hand, s.named INTO v_on_hand, v_named
         FROM stockpool.stock AS s
         WHERE s.shop_id = p_shop_id
             AND s.item_id = p_item_id
             AND s.location_id = p_location_id
         FOR NO KEY UPDATE;
     ELSE
-        SELECT s.on_hand INTO v_on_hand
+        SELECT s.on_hand, s.named INTO v_on_hand, v_named
         FROM stockpool.stock AS s
         WHERE s.shop_id = p_shop_id
             AND s.item_id = p_item_id
@@ -903,13 +987,21 @@ BEGIN
     ),
     recorded AS (
         INSERT INTO stockpool.movements
-            (shop_id, item_id, location_id, delta, on_hand_after, reason, checkout_id)
+            (shop_id, item_id, location_id, delta, on_hand_after, reason, checkout_id, labels)
         SELECT p_shop_id, p_item_id, p_location_id, -c.quantity,
                v_on_hand - pg_catalog.sum(c.quantity) OVER (
                    ORDER BY c.claimed_at, c.checkout_id
                    ROWS UNBOUNDED PRECEDING
                ),
-               'claim', c.checkout_id
+               'claim', c.checkout_id,
+               CASE WHEN v_named THEN (
+                   SELECT h.labels
+                   FROM stockpool.holds AS h
+                   WHERE h.shop_id = p_shop_id
+                       AND h.checkout_id = c.checkout_id
+                       AND h.item_id = p_item_id
+                       AND h.location_id = p_location_id
+               ) END
         FROM claims AS c
         ORDER BY c.claimed_at, c.checkout_id
         RETURNING -delta AS units
@@ -983,6 +1075,7 @@ CREATE TABLE stockpool.stock (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     pool_target integer DEFAULT 0 NOT NULL,
     refilled_at timestamp with time zone,
+    named boolean DEFAULT false NOT NULL,
     CONSTRAINT stock_allocated_nonnegative CHECK ((allocated >= 0)),
     CONSTRAINT stock_allocated_within_on_hand CHECK ((allocated <= on_hand)),
     CONSTRAINT stock_buckets_range CHECK (((buckets >= 1) AND (buckets <= 1024))),
@@ -1005,6 +1098,12 @@ COMMENT ON COLUMN stockpool.stock.pool_target IS 'Fill level the last refill aim
 --
 
 COMMENT ON COLUMN stockpool.stock.refilled_at IS 'When the key''s pool was last refilled; with pool_target it measures the key''s demand.';
+
+--
+-- Name: COLUMN stock.named; Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON COLUMN stockpool.stock.named IS 'true: a named key (units with a label and a position, stockpool.named_units); false: a counted key.';
 
 --
 -- Name: _stock_row(bigint, bigint, bigint); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -1488,6 +1587,194 @@ ALTER FUNCTION stockpool._take_lines(p_shop_id bigint, p_item_ids bigint[], p_lo
 COMMENT ON FUNCTION stockpool._take_lines(p_shop_id bigint, p_item_ids bigint[], p_location_ids bigint[], p_quantities integer[], p_buckets integer[]) IS 'Internal: all-or-nothing, deadlock-free take of several keys'' units (fast path, then waiting path).';
 
 --
+-- Name: _take_named(bigint, bigint, bigint, integer, integer, boolean, boolean); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._take_named(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer, p_adjacent boolean, p_wait boolean) RETURNS text[]
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    -- Block starts looked at without waiting (one picked at random first).
+    c_spread constant integer := 16;
+    v_start integer := pg_catalog.floor(pg_catalog.random() * p_buckets)::integer;
+    v_taken text[];
+    v_more text[];
+    v_starts integer[];
+    v_n integer;
+    v_first integer;
+    v_i integer;
+BEGIN
+    IF NOT p_adjacent THEN
+        BEGIN
+            IF p_wait THEN
+                WITH picked AS (
+                    SELECT f.ctid AS row_id
+                    FROM stockpool.named_free AS f
+                    WHERE f.shop_id = p_shop_id
+                        AND f.item_id = p_item_id
+                        AND f.location_id = p_location_id
+                    ORDER BY f.position
+                    LIMIT p_quantity
+                    FOR UPDATE
+                ),
+                taken AS (
+                    DELETE FROM stockpool.named_free AS d
+                    USING picked
+                    WHERE d.ctid = picked.row_id
+                    RETURNING d.label, d.position
+                )
+                SELECT pg_catalog.array_agg(t.label ORDER BY t.position) INTO v_taken
+                FROM taken AS t;
+            ELSE
+                WITH picked AS (
+                    SELECT f.ctid AS row_id
+                    FROM stockpool.named_free AS f
+                    WHERE f.shop_id = p_shop_id
+                        AND f.item_id = p_item_id
+                        AND f.location_id = p_location_id
+                        AND f.bucket >= v_start
+                    ORDER BY f.bucket, f.position
+                    LIMIT p_quantity
+                    FOR UPDATE SKIP LOCKED
+                ),
+                taken AS (
+                    DELETE FROM stockpool.named_free AS d
+                    USING picked
+                    WHERE d.ctid = picked.row_id
+                    RETURNING d.label, d.position
+                )
+                SELECT pg_catalog.array_agg(t.label ORDER BY t.position) INTO v_taken
+                FROM taken AS t;
+                v_n := coalesce(pg_catalog.cardinality(v_taken), 0);
+                IF v_n < p_quantity AND v_start > 0 THEN
+                    WITH picked AS (
+                        SELECT f.ctid AS row_id
+                        FROM stockpool.named_free AS f
+                        WHERE f.shop_id = p_shop_id
+                            AND f.item_id = p_item_id
+                            AND f.location_id = p_location_id
+                            AND f.bucket < v_start
+                        ORDER BY f.bucket, f.position
+                        LIMIT p_quantity - v_n
+                        FOR UPDATE SKIP LOCKED
+                    ),
+                    taken AS (
+                        DELETE FROM stockpool.named_free AS d
+                        USING picked
+                        WHERE d.ctid = picked.row_id
+                        RETURNING d.label, d.position
+                    )
+                    SELECT pg_catalog.array_agg(t.label ORDER BY t.position) INTO v_more
+                    FROM taken AS t;
+                    IF v_more IS NOT NULL THEN
+                        -- Both runs back in position order.
+                        SELECT pg_catalog.array_agg(u.label ORDER BY u.position) INTO v_taken
+                        FROM stockpool.named_units AS u
+                        WHERE u.shop_id = p_shop_id
+                            AND u.item_id = p_item_id
+                            AND u.location_id = p_location_id
+                            AND u.label = ANY(coalesce(v_taken, '{}') || v_more);
+                    END IF;
+                END IF;
+            END IF;
+            IF coalesce(pg_catalog.cardinality(v_taken), 0) < p_quantity THEN
+                RAISE EXCEPTION USING ERRCODE = 'SPX04';
+            END IF;
+            RETURN v_taken;
+        EXCEPTION
+            WHEN SQLSTATE 'SPX04' THEN
+                RETURN NULL;
+        END;
+    END IF;
+
+    -- A block: starts s whose (p_quantity - 1)th next free position is
+    -- s + p_quantity - 1 (positions are unique, so the block has no gap).
+    SELECT pg_catalog.array_agg(b.position ORDER BY b.position) INTO v_starts
+    FROM (
+        SELECT x.position
+        FROM (
+            SELECT f.position,
+                   pg_catalog.lead(f.position, p_quantity - 1) OVER (ORDER BY f.position) AS last_position
+            FROM stockpool.named_free AS f
+            WHERE f.shop_id = p_shop_id
+                AND f.item_id = p_item_id
+                AND f.location_id = p_location_id
+        ) AS x
+        WHERE x.last_position = x.position + p_quantity - 1
+        ORDER BY x.position
+        LIMIT CASE WHEN p_wait THEN NULL ELSE c_spread END
+    ) AS b;
+    v_n := coalesce(pg_catalog.cardinality(v_starts), 0);
+    IF v_n = 0 THEN
+        RETURN NULL;
+    END IF;
+    v_first := CASE WHEN p_wait THEN 0 ELSE pg_catalog.floor(pg_catalog.random() * v_n)::integer END;
+
+    FOR v_i IN 0..v_n - 1 LOOP
+        BEGIN
+            IF p_wait THEN
+                WITH picked AS (
+                    SELECT f.ctid AS row_id
+                    FROM stockpool.named_free AS f
+                    WHERE f.shop_id = p_shop_id
+                        AND f.item_id = p_item_id
+                        AND f.location_id = p_location_id
+                        AND f.position BETWEEN v_starts[(v_first + v_i) % v_n + 1]
+                        AND v_starts[(v_first + v_i) % v_n + 1] + p_quantity - 1
+                    ORDER BY f.position
+                    FOR UPDATE
+                ),
+                taken AS (
+                    DELETE FROM stockpool.named_free AS d
+                    USING picked
+                    WHERE d.ctid = picked.row_id
+                    RETURNING d.label, d.position
+                )
+                SELECT pg_catalog.array_agg(t.label ORDER BY t.position) INTO v_taken
+                FROM taken AS t;
+            ELSE
+                WITH picked AS (
+                    SELECT f.ctid AS row_id
+                    FROM stockpool.named_free AS f
+                    WHERE f.shop_id = p_shop_id
+                        AND f.item_id = p_item_id
+                        AND f.location_id = p_location_id
+                        AND f.position BETWEEN v_starts[(v_first + v_i) % v_n + 1]
+                        AND v_starts[(v_first + v_i) % v_n + 1] + p_quantity - 1
+                    ORDER BY f.position
+                    FOR UPDATE SKIP LOCKED
+                ),
+                taken AS (
+                    DELETE FROM stockpool.named_free AS d
+                    USING picked
+                    WHERE d.ctid = picked.row_id
+                    RETURNING d.label, d.position
+                )
+                SELECT pg_catalog.array_agg(t.label ORDER BY t.position) INTO v_taken
+                FROM taken AS t;
+            END IF;
+            IF coalesce(pg_catalog.cardinality(v_taken), 0) < p_quantity THEN
+                RAISE EXCEPTION USING ERRCODE = 'SPX04';
+            END IF;
+            RETURN v_taken;
+        EXCEPTION
+            WHEN SQLSTATE 'SPX04' THEN
+                NULL;
+        END;
+    END LOOP;
+    RETURN NULL;
+END;
+$$;
+
+ALTER FUNCTION stockpool._take_named(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer, p_adjacent boolean, p_wait boolean) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _take_named(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer, p_adjacent boolean, p_wait boolean); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._take_named(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer, p_adjacent boolean, p_wait boolean) IS 'Internal: all-or-nothing take of a named key''s free units (any, spread; or one block of consecutive positions), SKIP LOCKED or waiting in position order; returns their labels in position order, or NULL.';
+
+--
 -- Name: _take_waiting(bigint, bigint, bigint, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -1747,7 +2034,7 @@ ALTER FUNCTION stockpool.adjust_stock(p_shop_id bigint, p_item_id bigint, p_loca
 -- Name: FUNCTION adjust_stock(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_delta integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON FUNCTION stockpool.adjust_stock(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_delta integer) IS 'Change a key''s on hand by p_delta, recording a movement; returns the new on hand. SQLSTATEs: 22004 NULL argument, 22003 result beyond integer, 22023 negative result, SP001 unknown key, SP002 below units held by live holds.';
+COMMENT ON FUNCTION stockpool.adjust_stock(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_delta integer) IS 'Change a key''s on hand by p_delta, recording a movement; returns the new on hand. SQLSTATEs: 22004 NULL argument, 22003 result beyond integer, 22023 negative result, SP001 unknown key, SP002 below units held by live holds, SP010 named key.';
 
 --
 -- Name: check_invariants(); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -1770,6 +2057,12 @@ CREATE FUNCTION stockpool.check_invariants() RETURNS TABLE(shop_id bigint, item_
         SELECT m.shop_id, m.item_id, m.location_id, pg_catalog.sum(m.delta) AS on_hand
         FROM stockpool.movements AS m
         GROUP BY m.shop_id, m.item_id, m.location_id
+    ),
+    taken AS (
+        SELECT hd.shop_id, hd.item_id, hd.location_id, l.label, hd.checkout_id
+        FROM stockpool.holds AS hd
+        CROSS JOIN LATERAL pg_catalog.unnest(hd.labels) AS l (label)
+        WHERE hd.status IN ('held', 'claimed')
     )
     SELECT l.shop_id, l.item_id, l.location_id, 'oversell',
            pg_catalog.format('pooled %s + held %s > on_hand %s', l.pooled, l.held, l.on_hand)
@@ -1820,6 +2113,104 @@ CREATE FUNCTION stockpool.check_invariants() RETURNS TABLE(shop_id bigint, item_
     WHERE hd.status IS DISTINCT FROM 'claimed'
         OR hd.quantity <> c.quantity
     UNION ALL
+    SELECT t.shop_id, t.item_id, t.location_id, 'unit',
+           pg_catalog.format('unit %s is held or sold by %s checkouts: %s', t.label, pg_catalog.count(*),
+                             pg_catalog.string_agg(t.checkout_id::text, ', ' ORDER BY t.checkout_id))
+    FROM taken AS t
+    GROUP BY t.shop_id, t.item_id, t.location_id, t.label
+    HAVING pg_catalog.count(*) > 1
+    UNION ALL
+    SELECT t.shop_id, t.item_id, t.location_id, 'unit',
+           pg_catalog.format('unit %s is free and held or sold by checkout %s', t.label, t.checkout_id)
+    FROM taken AS t
+    JOIN stockpool.named_free AS f
+        ON f.shop_id = t.shop_id
+        AND f.item_id = t.item_id
+        AND f.location_id = t.location_id
+        AND f.label = t.label
+    UNION ALL
+    SELECT u.shop_id, u.item_id, u.location_id, 'unit',
+           pg_catalog.format('unit %s (position %s) is neither free, held nor sold', u.label, u.position)
+    FROM stockpool.named_units AS u
+    WHERE NOT EXISTS (
+            SELECT FROM stockpool.named_free AS f
+            WHERE f.shop_id = u.shop_id
+                AND f.item_id = u.item_id
+                AND f.location_id = u.location_id
+                AND f.label = u.label
+        )
+        AND NOT EXISTS (
+            SELECT FROM taken AS t
+            WHERE t.shop_id = u.shop_id
+                AND t.item_id = u.item_id
+                AND t.location_id = u.location_id
+                AND t.label = u.label
+        )
+    UNION ALL
+    SELECT x.shop_id, x.item_id, x.location_id, 'unit',
+           pg_catalog.format('%s unit %s is not a unit of the key', x.source, x.label)
+    FROM (
+        SELECT f.shop_id, f.item_id, f.location_id, f.label, 'free' AS source
+        FROM stockpool.named_free AS f
+        UNION ALL
+        SELECT t.shop_id, t.item_id, t.location_id, t.label, 'held or sold'
+        FROM taken AS t
+    ) AS x
+    WHERE NOT EXISTS (
+        SELECT FROM stockpool.named_units AS u
+        WHERE u.shop_id = x.shop_id
+            AND u.item_id = x.item_id
+            AND u.location_id = x.location_id
+            AND u.label = x.label
+    )
+    UNION ALL
+    SELECT f.shop_id, f.item_id, f.location_id, 'unit',
+           pg_catalog.format('unit %s is free at position %s, its position is %s', f.label, f.position, u.position)
+    FROM stockpool.named_free AS f
+    JOIN stockpool.named_units AS u
+        ON u.shop_id = f.shop_id
+        AND u.item_id = f.item_id
+        AND u.location_id = f.location_id
+        AND u.label = f.label
+    WHERE u.position <> f.position
+    UNION ALL
+    SELECT l.shop_id, l.item_id, l.location_id, 'unit',
+           pg_catalog.format('named key with on_hand %s but %s free and %s held units', l.on_hand, l.pooled, l.held)
+    FROM levels AS l
+    JOIN stockpool.stock AS s
+        ON s.shop_id = l.shop_id
+        AND s.item_id = l.item_id
+        AND s.location_id = l.location_id
+    WHERE s.named
+        AND l.on_hand <> l.pooled + l.held
+    UNION ALL
+    SELECT m.shop_id, m.item_id, m.location_id, 'mixed', m.detail
+    FROM (
+        SELECT DISTINCT u.shop_id, u.item_id, u.location_id, true AS if_named, 'named key with pool units' AS detail
+        FROM stockpool.pool_units AS u
+        UNION ALL
+        SELECT DISTINCT u.shop_id, u.item_id, u.location_id, false, 'counted key with named units'
+        FROM stockpool.named_units AS u
+        UNION ALL
+        SELECT DISTINCT f.shop_id, f.item_id, f.location_id, false, 'counted key with free named units'
+        FROM stockpool.named_free AS f
+        UNION ALL
+        SELECT hd.shop_id, hd.item_id, hd.location_id, true,
+               pg_catalog.format('hold of checkout %s without labels on a named key', hd.checkout_id)
+        FROM stockpool.holds AS hd
+        WHERE hd.labels IS NULL
+        UNION ALL
+        SELECT hd.shop_id, hd.item_id, hd.location_id, false,
+               pg_catalog.format('hold of checkout %s with labels on a counted key', hd.checkout_id)
+        FROM stockpool.holds AS hd
+        WHERE hd.labels IS NOT NULL
+    ) AS m
+    JOIN stockpool.stock AS s
+        ON s.shop_id = m.shop_id
+        AND s.item_id = m.item_id
+        AND s.location_id = m.location_id
+    WHERE s.named = m.if_named
+    UNION ALL
     SELECT o.shop_id, o.item_id, o.location_id, 'orphan',
            pg_catalog.format('%s rows of a key missing from the ledger', o.source)
     FROM (
@@ -1831,6 +2222,12 @@ CREATE FUNCTION stockpool.check_invariants() RETURNS TABLE(shop_id bigint, item_
         UNION
         SELECT DISTINCT c.shop_id, c.item_id, c.location_id, 'pending claim'
         FROM stockpool.pending_claims AS c
+        UNION
+        SELECT DISTINCT u.shop_id, u.item_id, u.location_id, 'named unit'
+        FROM stockpool.named_units AS u
+        UNION
+        SELECT DISTINCT f.shop_id, f.item_id, f.location_id, 'free named unit'
+        FROM stockpool.named_free AS f
     ) AS o
     WHERE NOT EXISTS (
         SELECT FROM stockpool.stock AS s
@@ -1846,7 +2243,7 @@ ALTER FUNCTION stockpool.check_invariants() OWNER TO stockpool_owner;
 -- Name: FUNCTION check_invariants(); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON FUNCTION stockpool.check_invariants() IS 'One row per violated invariant (oversell, allocation, ledger_drift, negative, orphan, settlement); none when healthy.';
+COMMENT ON FUNCTION stockpool.check_invariants() IS 'One row per violated invariant (oversell, allocation, ledger_drift, negative, orphan, settlement, unit, mixed); none when healthy.';
 
 --
 -- Name: claim(bigint, uuid); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -2398,9 +2795,9 @@ BEGIN
             WHERE h.shop_id = p_shop_id
                 AND h.checkout_id = p_checkout_id
                 AND h.status = 'held'
-            RETURNING h.item_id, h.location_id, h.quantity
+            RETURNING h.item_id, h.location_id, h.quantity, h.labels
         )
-        SELECT e.item_id, e.location_id, e.quantity, s.buckets
+        SELECT e.item_id, e.location_id, e.quantity, e.labels, s.buckets
         FROM ended AS e
         JOIN stockpool.stock AS s
             ON s.shop_id = p_shop_id
@@ -2408,8 +2805,13 @@ BEGIN
             AND s.location_id = e.location_id
         ORDER BY e.item_id, e.location_id
     LOOP
-        PERFORM stockpool._return_units(p_shop_id, v_hold.item_id, v_hold.location_id,
-                                        v_hold.quantity, v_hold.buckets);
+        IF v_hold.labels IS NULL THEN
+            PERFORM stockpool._return_units(p_shop_id, v_hold.item_id, v_hold.location_id,
+                                            v_hold.quantity, v_hold.buckets);
+        ELSE
+            PERFORM stockpool._free_labels(p_shop_id, v_hold.item_id, v_hold.location_id,
+                                           v_hold.labels, v_hold.buckets);
+        END IF;
         v_released := v_released + v_hold.quantity;
         v_ended := v_ended + 1;
     END LOOP;
@@ -2553,6 +2955,9 @@ BEGIN
                 USING ERRCODE = '22003';
         END IF;
         v_stock := stockpool._stock_row(p_shop_id, v_item_ids[v_i], v_location_ids[v_i]);
+        IF v_stock.named THEN
+            PERFORM stockpool._mixed_key(p_shop_id, v_item_ids[v_i], v_location_ids[v_i], true);
+        END IF;
         v_quantities := v_quantities || v_need[v_i]::integer;
         v_buckets := v_buckets || v_stock.buckets;
     END LOOP;
@@ -2596,7 +3001,292 @@ ALTER FUNCTION stockpool.reserve_cart(p_shop_id bigint, p_checkout_id uuid, p_it
 -- Name: FUNCTION reserve_cart(p_shop_id bigint, p_checkout_id uuid, p_item_ids bigint[], p_location_ids bigint[], p_quantities integer[], p_ttl interval); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON FUNCTION stockpool.reserve_cart(p_shop_id bigint, p_checkout_id uuid, p_item_ids bigint[], p_location_ids bigint[], p_quantities integer[], p_ttl interval) IS 'Hold every line of a cart for a checkout, or none. Lines in any order; a key repeated on several lines is summed. true = all held (a retry is a no-op), false = some line lacks stock and nothing is held. SQLSTATEs: 22004 NULL argument or element, 22023 empty/unequal arrays or quantity/ttl not positive, 22003 summed quantity beyond integer, SP001 unknown key, SP007 checkout holds different lines.';
+COMMENT ON FUNCTION stockpool.reserve_cart(p_shop_id bigint, p_checkout_id uuid, p_item_ids bigint[], p_location_ids bigint[], p_quantities integer[], p_ttl interval) IS 'Hold every line of a cart for a checkout, or none. Lines in any order; a key repeated on several lines is summed. true = all held (a retry is a no-op), false = some line lacks stock and nothing is held. SQLSTATEs: 22004 NULL argument or element, 22023 empty/unequal arrays or quantity/ttl not positive, 22003 summed quantity beyond integer, SP001 unknown key, SP007 checkout holds different lines, SP010 named key.';
+
+--
+-- Name: reserve_labels(bigint, bigint, bigint, text[], uuid, interval); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool.reserve_labels(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[], p_checkout_id uuid, p_ttl interval DEFAULT '00:15:00'::interval) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_stock stockpool.stock;
+    v_count integer := pg_catalog.cardinality(p_labels);
+    v_labels text[];
+    v_positions integer[];
+    v_held text[];
+    v_missing text;
+    v_got integer;
+    v_expired integer;
+    v_try integer;
+BEGIN
+    IF p_shop_id IS NULL OR p_item_id IS NULL OR p_location_id IS NULL OR p_labels IS NULL
+        OR p_checkout_id IS NULL OR p_ttl IS NULL THEN
+        RAISE EXCEPTION 'stockpool.reserve_labels: % must not be NULL',
+            stockpool._null_args(
+                ARRAY['p_shop_id', 'p_item_id', 'p_location_id', 'p_labels', 'p_checkout_id', 'p_ttl'],
+                ARRAY[p_shop_id IS NULL, p_item_id IS NULL, p_location_id IS NULL, p_labels IS NULL,
+                      p_checkout_id IS NULL, p_ttl IS NULL])
+            USING ERRCODE = '22004';
+    END IF;
+    IF v_count = 0 OR pg_catalog.array_ndims(p_labels) <> 1 THEN
+        RAISE EXCEPTION 'stockpool.reserve_labels: p_labels must be a non-empty one-dimensional array'
+            USING ERRCODE = '22023';
+    END IF;
+    IF pg_catalog.array_position(p_labels, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'stockpool.reserve_labels: p_labels must not contain NULL'
+            USING ERRCODE = '22004';
+    END IF;
+    IF p_ttl <= interval '0' THEN
+        RAISE EXCEPTION 'stockpool.reserve_labels: p_ttl must be positive, got %', p_ttl
+            USING ERRCODE = '22023';
+    END IF;
+
+    SELECT s.* INTO v_stock
+    FROM stockpool.stock AS s
+    WHERE s.shop_id = p_shop_id
+        AND s.item_id = p_item_id
+        AND s.location_id = p_location_id;
+    IF NOT FOUND THEN
+        PERFORM stockpool._unknown_key(p_shop_id, p_item_id, p_location_id);
+    END IF;
+    IF NOT v_stock.named THEN
+        PERFORM stockpool._mixed_key(p_shop_id, p_item_id, p_location_id, false);
+    END IF;
+
+    -- The units in position order: the order they are locked in, and the
+    -- order the hold records them in.
+    SELECT pg_catalog.array_agg(u.label ORDER BY u.position), pg_catalog.array_agg(u.position ORDER BY u.position)
+    INTO v_labels, v_positions
+    FROM stockpool.named_units AS u
+    WHERE u.shop_id = p_shop_id
+        AND u.item_id = p_item_id
+        AND u.location_id = p_location_id
+        AND u.label = ANY(p_labels);
+    IF coalesce(pg_catalog.cardinality(v_labels), 0) < v_count THEN
+        IF (SELECT pg_catalog.count(DISTINCT l.label) FROM pg_catalog.unnest(p_labels) AS l (label)) < v_count THEN
+            RAISE EXCEPTION 'stockpool.reserve_labels: p_labels repeats a label'
+                USING ERRCODE = '22023';
+        END IF;
+        SELECT pg_catalog.string_agg(l.label, ', ' ORDER BY l.label) INTO v_missing
+        FROM pg_catalog.unnest(p_labels) AS l (label)
+        WHERE l.label <> ALL(coalesce(v_labels, '{}'));
+        RAISE EXCEPTION 'stockpool.reserve_labels: (shop %, item %, location %) has no unit labelled %',
+            p_shop_id, p_item_id, p_location_id, v_missing
+            USING ERRCODE = 'SP013';
+    END IF;
+
+    PERFORM stockpool._lock_checkout(p_shop_id, p_checkout_id);
+
+    -- A hold row of this checkout on this key already: a retry (true, if it
+    -- holds these very units), or a released or expired hold to take again.
+    SELECT h.labels INTO v_held
+    FROM stockpool.holds AS h
+    WHERE h.shop_id = p_shop_id
+        AND h.checkout_id = p_checkout_id
+        AND h.item_id = p_item_id
+        AND h.location_id = p_location_id
+        AND h.status IN ('held', 'claimed');
+    IF FOUND AND v_held IS DISTINCT FROM v_labels THEN
+        RAISE EXCEPTION 'checkout % already holds units % of item % at location %, not %',
+            p_checkout_id, v_held, p_item_id, p_location_id, v_labels
+            USING ERRCODE = 'SP007',
+                  HINT = 'Release the checkout first, or reserve under a new checkout id.';
+    END IF;
+    IF FOUND AND stockpool._existing_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
+                                          v_count, p_ttl) THEN
+        RETURN true;
+    END IF;
+
+    v_expired := 0;
+    FOR v_try IN 1..2 LOOP
+        BEGIN
+            WITH picked AS (
+                SELECT f.ctid AS row_id
+                FROM stockpool.named_free AS f
+                WHERE f.shop_id = p_shop_id
+                    AND f.item_id = p_item_id
+                    AND f.location_id = p_location_id
+                    AND f.position = ANY(v_positions)
+                ORDER BY f.position
+                FOR UPDATE
+            )
+            DELETE FROM stockpool.named_free AS d
+            USING picked
+            WHERE d.ctid = picked.row_id;
+            GET DIAGNOSTICS v_got = ROW_COUNT;
+            IF v_got < v_count THEN
+                RAISE EXCEPTION USING ERRCODE = 'SPX05';
+            END IF;
+            PERFORM stockpool._record_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
+                                           v_count, p_ttl, p_reopen => true, p_labels => v_labels);
+            FOR v_i IN 1..v_expired LOOP
+                PERFORM stockpool._tally_expiry();
+            END LOOP;
+            PERFORM stockpool._tally_reservation();
+            RETURN true;
+        EXCEPTION
+            WHEN SQLSTATE 'SPX05' THEN
+                NULL;
+        END;
+        -- A unit not free: holding nothing now, expire the key's overdue
+        -- holds (their units come back) and look once more, if any did.
+        EXIT WHEN v_try = 2;
+        v_expired := stockpool._expire_key(p_shop_id, p_item_id, p_location_id, v_stock.buckets);
+        EXIT WHEN v_expired = 0;
+    END LOOP;
+
+    FOR v_i IN 1..v_expired LOOP
+        PERFORM stockpool._tally_expiry();
+    END LOOP;
+    PERFORM stockpool._tally_refusal();
+    RETURN false;
+END;
+$$;
+
+ALTER FUNCTION stockpool.reserve_labels(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[], p_checkout_id uuid, p_ttl interval) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION reserve_labels(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[], p_checkout_id uuid, p_ttl interval); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool.reserve_labels(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[], p_checkout_id uuid, p_ttl interval) IS 'Hold exactly the units p_labels of a named key for a checkout until now() + p_ttl, all or nothing. true = held (a retry by the same checkout is a no-op), false = a unit is held or sold. Labels may come in any order (locked in position order). SQLSTATEs: 22004 NULL argument or element, 22023 empty, multi-dimensional or repeated labels or ttl not positive, SP001 unknown key, SP010 counted key, SP013 unknown label, SP007 checkout holds other units of this key.';
+
+--
+-- Name: reserve_named(bigint, bigint, bigint, integer, uuid, interval, boolean); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool.reserve_named(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_checkout_id uuid, p_ttl interval DEFAULT '00:15:00'::interval, p_adjacent boolean DEFAULT false) RETURNS text[]
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_stock stockpool.stock;
+    v_labels text[];
+    v_label text;
+    v_start integer;
+    v_expired integer;
+BEGIN
+    IF p_shop_id IS NULL OR p_item_id IS NULL OR p_location_id IS NULL OR p_quantity IS NULL
+        OR p_checkout_id IS NULL OR p_ttl IS NULL OR p_adjacent IS NULL THEN
+        RAISE EXCEPTION 'stockpool.reserve_named: % must not be NULL',
+            stockpool._null_args(
+                ARRAY['p_shop_id', 'p_item_id', 'p_location_id', 'p_quantity', 'p_checkout_id', 'p_ttl',
+                      'p_adjacent'],
+                ARRAY[p_shop_id IS NULL, p_item_id IS NULL, p_location_id IS NULL, p_quantity IS NULL,
+                      p_checkout_id IS NULL, p_ttl IS NULL, p_adjacent IS NULL])
+            USING ERRCODE = '22004';
+    END IF;
+    IF p_quantity <= 0 THEN
+        RAISE EXCEPTION 'stockpool.reserve_named: p_quantity must be positive, got %', p_quantity
+            USING ERRCODE = '22023';
+    END IF;
+    IF p_ttl <= interval '0' THEN
+        RAISE EXCEPTION 'stockpool.reserve_named: p_ttl must be positive, got %', p_ttl
+            USING ERRCODE = '22023';
+    END IF;
+
+    SELECT s.* INTO v_stock
+    FROM stockpool.stock AS s
+    WHERE s.shop_id = p_shop_id
+        AND s.item_id = p_item_id
+        AND s.location_id = p_location_id;
+    IF NOT FOUND THEN
+        PERFORM stockpool._unknown_key(p_shop_id, p_item_id, p_location_id);
+    END IF;
+    IF NOT v_stock.named THEN
+        PERFORM stockpool._mixed_key(p_shop_id, p_item_id, p_location_id, false);
+    END IF;
+
+    PERFORM stockpool._lock_checkout(p_shop_id, p_checkout_id);
+
+    -- A hold row of this checkout on this key already: a retry (the same
+    -- labels), or a released or expired hold to take again.
+    SELECT h.labels INTO v_labels
+    FROM stockpool.holds AS h
+    WHERE h.shop_id = p_shop_id
+        AND h.checkout_id = p_checkout_id
+        AND h.item_id = p_item_id
+        AND h.location_id = p_location_id;
+    IF FOUND AND stockpool._existing_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
+                                          p_quantity, p_ttl) THEN
+        RETURN v_labels;
+    END IF;
+
+    IF p_quantity > v_stock.on_hand THEN
+        PERFORM stockpool._tally_refusal();
+        RETURN NULL;
+    END IF;
+
+    IF p_quantity = 1 THEN
+        -- _take_named's spread take, inlined for one unit: one statement per
+        -- direction, a cached plan, nothing locked when nothing is found.
+        v_start := pg_catalog.floor(pg_catalog.random() * v_stock.buckets)::integer;
+        DELETE FROM stockpool.named_free AS d
+        WHERE d.ctid = (
+                SELECT f.ctid
+                FROM stockpool.named_free AS f
+                WHERE f.shop_id = p_shop_id
+                    AND f.item_id = p_item_id
+                    AND f.location_id = p_location_id
+                    AND f.bucket >= v_start
+                ORDER BY f.bucket, f.position
+                LIMIT 1
+                FOR UPDATE SKIP LOCKED
+            )
+        RETURNING d.label INTO v_label;
+        IF NOT FOUND AND v_start > 0 THEN
+            DELETE FROM stockpool.named_free AS d
+            WHERE d.ctid = (
+                    SELECT f.ctid
+                    FROM stockpool.named_free AS f
+                    WHERE f.shop_id = p_shop_id
+                        AND f.item_id = p_item_id
+                        AND f.location_id = p_location_id
+                        AND f.bucket < v_start
+                    ORDER BY f.bucket, f.position
+                    LIMIT 1
+                    FOR UPDATE SKIP LOCKED
+                )
+            RETURNING d.label INTO v_label;
+        END IF;
+        v_labels := CASE WHEN v_label IS NOT NULL THEN ARRAY[v_label] END;
+    ELSE
+        v_labels := stockpool._take_named(p_shop_id, p_item_id, p_location_id, p_quantity,
+                                          v_stock.buckets, p_adjacent, false);
+    END IF;
+
+    IF v_labels IS NULL THEN
+        -- Near sellout, holding no free row: overdue holds first (their
+        -- units come back), then wait for units locked by in-flight buyers.
+        v_expired := stockpool._expire_key(p_shop_id, p_item_id, p_location_id, v_stock.buckets);
+        FOR v_i IN 1..v_expired LOOP
+            PERFORM stockpool._tally_expiry();
+        END LOOP;
+        v_labels := stockpool._take_named(p_shop_id, p_item_id, p_location_id, p_quantity,
+                                          v_stock.buckets, p_adjacent, true);
+        IF v_labels IS NULL THEN
+            PERFORM stockpool._tally_refusal();
+            RETURN NULL;
+        END IF;
+    END IF;
+
+    PERFORM stockpool._record_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
+                                   p_quantity, p_ttl, p_reopen => true, p_labels => v_labels);
+    PERFORM stockpool._tally_reservation();
+    RETURN v_labels;
+END;
+$$;
+
+ALTER FUNCTION stockpool.reserve_named(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_checkout_id uuid, p_ttl interval, p_adjacent boolean) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION reserve_named(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_checkout_id uuid, p_ttl interval, p_adjacent boolean); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool.reserve_named(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_checkout_id uuid, p_ttl interval, p_adjacent boolean) IS 'Hold p_quantity free units of a named key for a checkout until now() + p_ttl, all or nothing; with p_adjacent one block of consecutive positions. Returns their labels in position order (one of the lowest free positions first, spread under load), NULL when not enough are free; a retry by the same checkout returns the same labels. SQLSTATEs: 22004 NULL argument, 22023 quantity or ttl not positive, SP001 unknown key, SP010 counted key, SP007 checkout already holds a different quantity of this key.';
 
 --
 -- Name: reserve_units(bigint, bigint, bigint, integer, uuid, interval); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -2637,6 +3327,9 @@ BEGIN
         AND s.location_id = p_location_id;
     IF NOT FOUND THEN
         PERFORM stockpool._unknown_key(p_shop_id, p_item_id, p_location_id);
+    END IF;
+    IF v_stock.named THEN
+        PERFORM stockpool._mixed_key(p_shop_id, p_item_id, p_location_id, true);
     END IF;
 
     PERFORM stockpool._lock_checkout(p_shop_id, p_checkout_id);
@@ -2740,7 +3433,280 @@ ALTER FUNCTION stockpool.reserve_units(p_shop_id bigint, p_item_id bigint, p_loc
 -- Name: FUNCTION reserve_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_checkout_id uuid, p_ttl interval); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON FUNCTION stockpool.reserve_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_checkout_id uuid, p_ttl interval) IS 'Hold p_quantity units of (shop, item, location) for a checkout until now() + p_ttl, all or nothing. true = held (a retry by the same checkout is a no-op), false = not enough stock. SQLSTATEs: 22004 NULL argument, 22023 quantity or ttl not positive, SP001 unknown key, SP007 checkout already holds a different quantity of this key.';
+COMMENT ON FUNCTION stockpool.reserve_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_checkout_id uuid, p_ttl interval) IS 'Hold p_quantity units of (shop, item, location) for a checkout until now() + p_ttl, all or nothing. true = held (a retry by the same checkout is a no-op), false = not enough stock. SQLSTATEs: 22004 NULL argument, 22023 quantity or ttl not positive, SP001 unknown key, SP007 checkout already holds a different quantity of this key, SP010 named key.';
+
+--
+-- Name: retire_named_units(bigint, bigint, bigint, text[]); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool.retire_named_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[]) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_stock stockpool.stock;
+    v_count integer := pg_catalog.cardinality(p_labels);
+    v_positions integer[];
+    v_missing text;
+    v_freed integer;
+BEGIN
+    IF p_shop_id IS NULL OR p_item_id IS NULL OR p_location_id IS NULL OR p_labels IS NULL THEN
+        RAISE EXCEPTION 'stockpool.retire_named_units: % must not be NULL',
+            stockpool._null_args(
+                ARRAY['p_shop_id', 'p_item_id', 'p_location_id', 'p_labels'],
+                ARRAY[p_shop_id IS NULL, p_item_id IS NULL, p_location_id IS NULL, p_labels IS NULL])
+            USING ERRCODE = '22004';
+    END IF;
+    IF v_count = 0 OR pg_catalog.array_ndims(p_labels) <> 1 THEN
+        RAISE EXCEPTION 'stockpool.retire_named_units: p_labels must be a non-empty one-dimensional array'
+            USING ERRCODE = '22023';
+    END IF;
+    IF pg_catalog.array_position(p_labels, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'stockpool.retire_named_units: p_labels must not contain NULL'
+            USING ERRCODE = '22004';
+    END IF;
+    IF (SELECT pg_catalog.count(DISTINCT l.label) FROM pg_catalog.unnest(p_labels) AS l (label)) < v_count THEN
+        RAISE EXCEPTION 'stockpool.retire_named_units: p_labels repeats a label'
+            USING ERRCODE = '22023';
+    END IF;
+
+    PERFORM pg_catalog.pg_advisory_xact_lock(
+        stockpool._key_lock_id(p_shop_id, p_item_id, p_location_id));
+    PERFORM stockpool._settle(p_shop_id, p_item_id, p_location_id, true);
+    SELECT s.* INTO v_stock
+    FROM stockpool.stock AS s
+    WHERE s.shop_id = p_shop_id
+        AND s.item_id = p_item_id
+        AND s.location_id = p_location_id
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        PERFORM stockpool._unknown_key(p_shop_id, p_item_id, p_location_id);
+    END IF;
+    IF NOT v_stock.named THEN
+        PERFORM stockpool._mixed_key(p_shop_id, p_item_id, p_location_id, false);
+    END IF;
+
+    SELECT pg_catalog.string_agg(l.label, ', ' ORDER BY l.label) INTO v_missing
+    FROM pg_catalog.unnest(p_labels) AS l (label)
+    WHERE NOT EXISTS (
+        SELECT
+        FROM stockpool.named_units AS u
+        WHERE u.shop_id = p_shop_id
+            AND u.item_id = p_item_id
+            AND u.location_id = p_location_id
+            AND u.label = l.label
+    );
+    IF v_missing IS NOT NULL THEN
+        RAISE EXCEPTION 'stockpool.retire_named_units: (shop %, item %, location %) has no unit labelled %',
+            p_shop_id, p_item_id, p_location_id, v_missing
+            USING ERRCODE = 'SP013';
+    END IF;
+    SELECT pg_catalog.array_agg(u.position ORDER BY u.position) INTO v_positions
+    FROM stockpool.named_units AS u
+    WHERE u.shop_id = p_shop_id
+        AND u.item_id = p_item_id
+        AND u.location_id = p_location_id
+        AND u.label = ANY(p_labels);
+
+    WITH picked AS (
+        SELECT f.ctid AS row_id
+        FROM stockpool.named_free AS f
+        WHERE f.shop_id = p_shop_id
+            AND f.item_id = p_item_id
+            AND f.location_id = p_location_id
+            AND f.position = ANY(v_positions)
+        ORDER BY f.position
+        FOR UPDATE
+    )
+    DELETE FROM stockpool.named_free AS d
+    USING picked
+    WHERE d.ctid = picked.row_id;
+    GET DIAGNOSTICS v_freed = ROW_COUNT;
+    IF v_freed < v_count THEN
+        RAISE EXCEPTION 'stockpool.retire_named_units: % of the % units are held or sold; nothing was retired',
+            v_count - v_freed, v_count
+            USING ERRCODE = 'SP012',
+                  HINT = 'Retire a unit once its hold is released or expires; a sold unit stays sold.';
+    END IF;
+
+    DELETE FROM stockpool.named_units AS u
+    WHERE u.shop_id = p_shop_id
+        AND u.item_id = p_item_id
+        AND u.location_id = p_location_id
+        AND u.label = ANY(p_labels);
+    UPDATE stockpool.stock AS s
+    SET on_hand = s.on_hand - v_count,
+        allocated = s.allocated - v_count,
+        updated_at = pg_catalog.now()
+    WHERE s.shop_id = p_shop_id
+        AND s.item_id = p_item_id
+        AND s.location_id = p_location_id;
+    INSERT INTO stockpool.movements
+        (shop_id, item_id, location_id, delta, on_hand_after, reason, labels)
+    VALUES (p_shop_id, p_item_id, p_location_id, -v_count, v_stock.on_hand - v_count, 'adjust', p_labels);
+    RETURN v_stock.on_hand - v_count;
+END;
+$$;
+
+ALTER FUNCTION stockpool.retire_named_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[]) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION retire_named_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[]); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool.retire_named_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[]) IS 'Take free units of a named key out of sale, all or nothing; held or sold ones are refused. Returns the key''s units on hand. SQLSTATEs: 22004 NULL argument or element, 22023 empty, multi-dimensional or repeated labels, SP001 unknown key, SP010 counted key, SP013 unknown label, SP012 unit held or sold.';
+
+--
+-- Name: set_named_units(bigint, bigint, bigint, text[], integer[]); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool.set_named_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[], p_positions integer[] DEFAULT NULL::integer[]) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_stock stockpool.stock;
+    v_count integer := pg_catalog.cardinality(p_labels);
+    v_positions integer[] := p_positions;
+    v_repeated text;
+    v_units integer;
+    v_buckets integer;
+BEGIN
+    IF p_shop_id IS NULL OR p_item_id IS NULL OR p_location_id IS NULL OR p_labels IS NULL THEN
+        RAISE EXCEPTION 'stockpool.set_named_units: % must not be NULL',
+            stockpool._null_args(
+                ARRAY['p_shop_id', 'p_item_id', 'p_location_id', 'p_labels'],
+                ARRAY[p_shop_id IS NULL, p_item_id IS NULL, p_location_id IS NULL, p_labels IS NULL])
+            USING ERRCODE = '22004';
+    END IF;
+    IF v_count = 0 OR pg_catalog.array_ndims(p_labels) <> 1
+        OR pg_catalog.array_ndims(p_positions) <> 1
+        OR pg_catalog.cardinality(p_positions) <> v_count THEN
+        RAISE EXCEPTION 'stockpool.set_named_units: p_labels must be a non-empty one-dimensional array, and p_positions (if given) one of the same length (got % labels, % positions)',
+            v_count, pg_catalog.cardinality(p_positions)
+            USING ERRCODE = '22023';
+    END IF;
+    IF pg_catalog.array_position(p_labels, NULL) IS NOT NULL
+        OR pg_catalog.array_position(p_positions, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'stockpool.set_named_units: labels and positions must not contain NULL'
+            USING ERRCODE = '22004';
+    END IF;
+    SELECT pg_catalog.string_agg(r.label, ', ' ORDER BY r.label) INTO v_repeated
+    FROM (
+        SELECT l.label
+        FROM pg_catalog.unnest(p_labels) AS l (label)
+        GROUP BY l.label
+        HAVING pg_catalog.count(*) > 1
+    ) AS r;
+    IF v_repeated IS NOT NULL THEN
+        RAISE EXCEPTION 'stockpool.set_named_units: labels repeated: %', v_repeated
+            USING ERRCODE = 'SP011',
+                  HINT = 'Every unit of a key has a label of its own.';
+    END IF;
+    SELECT pg_catalog.string_agg(r.position::text, ', ' ORDER BY r.position) INTO v_repeated
+    FROM (
+        SELECT p.position
+        FROM pg_catalog.unnest(p_positions) AS p (position)
+        GROUP BY p.position
+        HAVING pg_catalog.count(*) > 1
+    ) AS r;
+    IF v_repeated IS NOT NULL THEN
+        RAISE EXCEPTION 'stockpool.set_named_units: positions repeated: %', v_repeated
+            USING ERRCODE = 'SP011',
+                  HINT = 'Every unit of a key has a position of its own.';
+    END IF;
+
+    -- set_stock's order: the refill lock, then the ledger row (true figure).
+    PERFORM pg_catalog.pg_advisory_xact_lock(
+        stockpool._key_lock_id(p_shop_id, p_item_id, p_location_id));
+    PERFORM stockpool._settle(p_shop_id, p_item_id, p_location_id, true);
+    SELECT s.* INTO v_stock
+    FROM stockpool.stock AS s
+    WHERE s.shop_id = p_shop_id
+        AND s.item_id = p_item_id
+        AND s.location_id = p_location_id
+    FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO stockpool.stock (shop_id, item_id, location_id, on_hand, named)
+        VALUES (p_shop_id, p_item_id, p_location_id, 0, true)
+        RETURNING * INTO v_stock;
+    ELSIF NOT v_stock.named THEN
+        PERFORM stockpool._mixed_key(p_shop_id, p_item_id, p_location_id, false);
+    END IF;
+
+    SELECT pg_catalog.string_agg(u.label, ', ' ORDER BY u.label) INTO v_repeated
+    FROM stockpool.named_units AS u
+    WHERE u.shop_id = p_shop_id
+        AND u.item_id = p_item_id
+        AND u.location_id = p_location_id
+        AND u.label = ANY(p_labels);
+    IF v_repeated IS NOT NULL THEN
+        RAISE EXCEPTION 'stockpool.set_named_units: (shop %, item %, location %) has units labelled % already',
+            p_shop_id, p_item_id, p_location_id, v_repeated
+            USING ERRCODE = 'SP011',
+                  HINT = 'Every unit of a key has a label of its own (sold units keep theirs).';
+    END IF;
+    IF v_positions IS NULL THEN
+        SELECT pg_catalog.array_agg(m.last_position + g.n ORDER BY g.n) INTO v_positions
+        FROM (
+            SELECT coalesce(pg_catalog.max(u.position), 0) AS last_position
+            FROM stockpool.named_units AS u
+            WHERE u.shop_id = p_shop_id
+                AND u.item_id = p_item_id
+                AND u.location_id = p_location_id
+        ) AS m
+        CROSS JOIN pg_catalog.generate_series(1, v_count) AS g (n);
+    ELSE
+        SELECT pg_catalog.string_agg(u.position::text, ', ' ORDER BY u.position) INTO v_repeated
+        FROM stockpool.named_units AS u
+        WHERE u.shop_id = p_shop_id
+            AND u.item_id = p_item_id
+            AND u.location_id = p_location_id
+            AND u.position = ANY(p_positions);
+        IF v_repeated IS NOT NULL THEN
+            RAISE EXCEPTION 'stockpool.set_named_units: (shop %, item %, location %) has units at positions % already',
+                p_shop_id, p_item_id, p_location_id, v_repeated
+                USING ERRCODE = 'SP011',
+                      HINT = 'Every unit of a key has a position of its own (sold units keep theirs).';
+        END IF;
+    END IF;
+
+    -- Spread grows with the key, as a pool's does (one bucket per 128 units,
+    -- at most 1,024); raised, never lowered.
+    SELECT pg_catalog.count(*)::integer + v_count INTO v_units
+    FROM stockpool.named_units AS u
+    WHERE u.shop_id = p_shop_id
+        AND u.item_id = p_item_id
+        AND u.location_id = p_location_id;
+    v_buckets := GREATEST(v_stock.buckets, LEAST(1024, v_units / 128));
+
+    INSERT INTO stockpool.named_units (shop_id, item_id, location_id, label, position)
+    SELECT p_shop_id, p_item_id, p_location_id, n.label, n.position
+    FROM ROWS FROM (pg_catalog.unnest(p_labels), pg_catalog.unnest(v_positions)) AS n (label, position);
+    PERFORM stockpool._free_labels(p_shop_id, p_item_id, p_location_id, p_labels, v_buckets);
+
+    UPDATE stockpool.stock AS s
+    SET on_hand = s.on_hand + v_count,
+        allocated = s.allocated + v_count,
+        buckets = v_buckets,
+        updated_at = pg_catalog.now()
+    WHERE s.shop_id = p_shop_id
+        AND s.item_id = p_item_id
+        AND s.location_id = p_location_id;
+    INSERT INTO stockpool.movements
+        (shop_id, item_id, location_id, delta, on_hand_after, reason, labels)
+    VALUES (p_shop_id, p_item_id, p_location_id, v_count, v_stock.on_hand + v_count, 'adjust', p_labels);
+    RETURN v_stock.on_hand + v_count;
+END;
+$$;
+
+ALTER FUNCTION stockpool.set_named_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[], p_positions integer[]) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION set_named_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[], p_positions integer[]); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool.set_named_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[], p_positions integer[]) IS 'Add labelled units to a named key (creating it), free at once; p_positions orders them and defines adjacency (default: after the key''s last position, in array order). Returns the key''s units on hand. SQLSTATEs: 22004 NULL argument or element, 22023 empty, multi-dimensional or unequal arrays, SP010 counted key, SP011 label or position repeated.';
 
 --
 -- Name: set_stock(bigint, bigint, bigint, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -2772,7 +3738,7 @@ ALTER FUNCTION stockpool.set_stock(p_shop_id bigint, p_item_id bigint, p_locatio
 -- Name: FUNCTION set_stock(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_on_hand integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON FUNCTION stockpool.set_stock(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_on_hand integer) IS 'Create a stock key or set its on hand, recording a movement for the difference; returns the new on hand. Pool units above the new bound are taken back. SQLSTATEs: 22004 NULL argument, 22023 negative on hand, SP002 below units held by live holds.';
+COMMENT ON FUNCTION stockpool.set_stock(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_on_hand integer) IS 'Create a stock key or set its on hand, recording a movement for the difference; returns the new on hand. Pool units above the new bound are taken back. SQLSTATEs: 22004 NULL argument, 22023 negative on hand, SP002 below units held by live holds, SP010 named key.';
 
 --
 -- Name: sweep(integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -2891,6 +3857,8 @@ CREATE TABLE stockpool.holds (
     expires_at timestamp with time zone NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    labels text[],
+    CONSTRAINT holds_labels_match_quantity CHECK (((labels IS NULL) OR (cardinality(labels) = quantity))),
     CONSTRAINT holds_quantity_positive CHECK ((quantity > 0)),
     CONSTRAINT holds_status_known CHECK ((status = ANY (ARRAY['held'::text, 'claimed'::text, 'released'::text, 'expired'::text])))
 )
@@ -2926,6 +3894,7 @@ CREATE TABLE stockpool.movements (
     reason text NOT NULL,
     checkout_id uuid,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    labels text[],
     CONSTRAINT movements_claim_has_checkout CHECK (((reason = 'claim'::text) = (checkout_id IS NOT NULL))),
     CONSTRAINT movements_delta_nonzero CHECK ((delta <> 0)),
     CONSTRAINT movements_on_hand_after_nonnegative CHECK ((on_hand_after >= 0)),
@@ -2946,6 +3915,49 @@ ALTER TABLE stockpool.movements ALTER COLUMN movement_id ADD GENERATED ALWAYS AS
     NO MAXVALUE
     CACHE 1
 );
+
+--
+-- Name: named_free; Type: TABLE; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE TABLE stockpool.named_free (
+    shop_id bigint NOT NULL,
+    item_id bigint NOT NULL,
+    location_id bigint NOT NULL,
+    bucket integer NOT NULL,
+    "position" integer NOT NULL,
+    label text NOT NULL,
+    CONSTRAINT named_free_bucket_nonnegative CHECK ((bucket >= 0))
+)
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='5000', autovacuum_vacuum_cost_delay='0', vacuum_truncate=off);
+
+ALTER TABLE stockpool.named_free OWNER TO stockpool_owner;
+
+--
+-- Name: TABLE named_free; Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON TABLE stockpool.named_free IS 'The free units of named keys, claimed by deleting them (SKIP LOCKED), put back on release and expiry.';
+
+--
+-- Name: named_units; Type: TABLE; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE TABLE stockpool.named_units (
+    shop_id bigint NOT NULL,
+    item_id bigint NOT NULL,
+    location_id bigint NOT NULL,
+    label text NOT NULL,
+    "position" integer NOT NULL
+);
+
+ALTER TABLE stockpool.named_units OWNER TO stockpool_owner;
+
+--
+-- Name: TABLE named_units; Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON TABLE stockpool.named_units IS 'Every unit of a named key (label, position), sold ones included; see migration 0007.';
 
 --
 -- Name: pending_claims; Type: TABLE; Schema: stockpool; Owner: stockpool_owner
@@ -3147,6 +4159,13 @@ CREATE VIEW stockpool.stock_levels WITH (security_barrier='true') AS
            FROM stockpool.holds hd
           WHERE (hd.status = 'held'::text)
           GROUP BY hd.shop_id, hd.item_id, hd.location_id
+        ), named_free AS (
+         SELECT f.shop_id,
+            f.item_id,
+            f.location_id,
+            count(*) AS units
+           FROM stockpool.named_free f
+          GROUP BY f.shop_id, f.item_id, f.location_id
         ), pending AS (
          SELECT c_1.shop_id,
             c_1.item_id,
@@ -3159,12 +4178,13 @@ CREATE VIEW stockpool.stock_levels WITH (security_barrier='true') AS
     s.item_id,
     s.location_id,
     ((s.on_hand - COALESCE(c.units, (0)::bigint)))::integer AS on_hand,
-    (COALESCE(p.units, (0)::bigint))::integer AS pooled,
+    ((COALESCE(p.units, (0)::bigint) + COALESCE(n.units, (0)::bigint)))::integer AS pooled,
     (COALESCE(h.units, (0)::bigint))::integer AS held,
-    ((((s.on_hand - COALESCE(c.units, (0)::bigint)) - COALESCE(p.units, (0)::bigint)) - COALESCE(h.units, (0)::bigint)))::integer AS free,
+    (((((s.on_hand - COALESCE(c.units, (0)::bigint)) - COALESCE(p.units, (0)::bigint)) - COALESCE(n.units, (0)::bigint)) - COALESCE(h.units, (0)::bigint)))::integer AS free,
     (COALESCE(c.units, (0)::bigint))::integer AS unsettled
-   FROM (((stockpool.stock s
+   FROM ((((stockpool.stock s
      LEFT JOIN pooled p ON (((s.shop_id = p.shop_id) AND (s.item_id = p.item_id) AND (s.location_id = p.location_id))))
+     LEFT JOIN named_free n ON (((s.shop_id = n.shop_id) AND (s.item_id = n.item_id) AND (s.location_id = n.location_id))))
      LEFT JOIN held h ON (((s.shop_id = h.shop_id) AND (s.item_id = h.item_id) AND (s.location_id = h.location_id))))
      LEFT JOIN pending c ON (((s.shop_id = c.shop_id) AND (s.item_id = c.item_id) AND (s.location_id = c.location_id))));
 
@@ -3174,7 +4194,51 @@ ALTER TABLE stockpool.stock_levels OWNER TO stockpool_owner;
 -- Name: VIEW stock_levels; Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON VIEW stockpool.stock_levels IS 'Per stock key: on_hand (net of claims not yet folded into the ledger), pooled (units in the pool), held (units in live holds), free (on_hand - pooled - held), unsettled (units of pending claims).';
+COMMENT ON VIEW stockpool.stock_levels IS 'Per stock key: on_hand (net of claims not yet folded into the ledger), pooled (units in the pool; a named key''s free units), held (units in live holds), free (on_hand - pooled - held), unsettled (units of pending claims).';
+
+--
+-- Name: unit_status; Type: VIEW; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE VIEW stockpool.unit_status WITH (security_barrier='true') AS
+ WITH taken AS (
+         SELECT h.shop_id,
+            h.item_id,
+            h.location_id,
+            l.label,
+            h.checkout_id,
+            h.expires_at,
+                CASE h.status
+                    WHEN 'held'::text THEN 'held'::text
+                    ELSE 'sold'::text
+                END AS status
+           FROM (stockpool.holds h
+             CROSS JOIN LATERAL unnest(h.labels) l(label))
+          WHERE ((h.labels IS NOT NULL) AND (h.status = ANY (ARRAY['held'::text, 'claimed'::text])))
+        )
+ SELECT u.shop_id,
+    u.item_id,
+    u.location_id,
+    u.label,
+    u."position",
+        CASE
+            WHEN (f."position" IS NOT NULL) THEN 'free'::text
+            WHEN (t.status IS NOT NULL) THEN t.status
+            ELSE 'lost'::text
+        END AS status,
+    t.checkout_id,
+    t.expires_at
+   FROM ((stockpool.named_units u
+     LEFT JOIN stockpool.named_free f ON (((u.shop_id = f.shop_id) AND (u.item_id = f.item_id) AND (u.location_id = f.location_id) AND (u."position" = f."position"))))
+     LEFT JOIN taken t ON (((u.shop_id = t.shop_id) AND (u.item_id = t.item_id) AND (u.location_id = t.location_id) AND (u.label = t.label))));
+
+ALTER TABLE stockpool.unit_status OWNER TO stockpool_owner;
+
+--
+-- Name: VIEW unit_status; Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON VIEW stockpool.unit_status IS 'Per unit of a named key: label, position, status (free, held, sold; lost only when an invariant is broken), and the holding checkout with its expiry.';
 
 --
 -- Name: pool_units_p0; Type: TABLE ATTACH; Schema: stockpool; Owner: stockpool_owner
@@ -3246,6 +4310,20 @@ ALTER TABLE ONLY stockpool.movements
     ADD CONSTRAINT movements_pkey PRIMARY KEY (shop_id, movement_id);
 
 --
+-- Name: named_units named_units_pkey; Type: CONSTRAINT; Schema: stockpool; Owner: stockpool_owner
+--
+
+ALTER TABLE ONLY stockpool.named_units
+    ADD CONSTRAINT named_units_pkey PRIMARY KEY (shop_id, item_id, location_id, label);
+
+--
+-- Name: named_units named_units_position_key; Type: CONSTRAINT; Schema: stockpool; Owner: stockpool_owner
+--
+
+ALTER TABLE ONLY stockpool.named_units
+    ADD CONSTRAINT named_units_position_key UNIQUE (shop_id, item_id, location_id, "position");
+
+--
 -- Name: pending_claims pending_claims_pkey; Type: CONSTRAINT; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -3276,6 +4354,18 @@ CREATE INDEX holds_live_key_idx ON stockpool.holds USING btree (shop_id, item_id
 --
 
 CREATE INDEX movements_key_idx ON stockpool.movements USING btree (shop_id, item_id, location_id);
+
+--
+-- Name: named_free_claim_idx; Type: INDEX; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE INDEX named_free_claim_idx ON stockpool.named_free USING btree (shop_id, item_id, location_id, bucket, "position");
+
+--
+-- Name: named_free_position_idx; Type: INDEX; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE UNIQUE INDEX named_free_position_idx ON stockpool.named_free USING btree (shop_id, item_id, location_id, "position");
 
 --
 -- Name: pool_units_claim_idx; Type: INDEX; Schema: stockpool; Owner: stockpool_owner
@@ -3455,6 +4545,12 @@ REVOKE ALL ON FUNCTION stockpool._expire_due(p_batch integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION stockpool._expire_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_buckets integer) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _free_labels(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[], p_buckets integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._free_labels(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[], p_buckets integer) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _key_lock_id(p_shop_id bigint, p_item_id bigint, p_location_id bigint); Type: ACL; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -3465,6 +4561,12 @@ REVOKE ALL ON FUNCTION stockpool._key_lock_id(p_shop_id bigint, p_item_id bigint
 --
 
 REVOKE ALL ON FUNCTION stockpool._lock_checkout(p_shop_id bigint, p_checkout_id uuid) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _mixed_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_named boolean); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._mixed_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_named boolean) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _movements_immutable(); Type: ACL; Schema: stockpool; Owner: stockpool_owner
@@ -3491,10 +4593,10 @@ REVOKE ALL ON FUNCTION stockpool._pool_level(p_pool_target integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION stockpool._pooled_upto(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_mark integer, p_buckets integer) FROM PUBLIC;
 
 --
--- Name: FUNCTION _record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval, p_reopen boolean); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+-- Name: FUNCTION _record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval, p_reopen boolean, p_labels text[]); Type: ACL; Schema: stockpool; Owner: stockpool_owner
 --
 
-REVOKE ALL ON FUNCTION stockpool._record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval, p_reopen boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION stockpool._record_hold(p_shop_id bigint, p_checkout_id uuid, p_item_id bigint, p_location_id bigint, p_quantity integer, p_ttl interval, p_reopen boolean, p_labels text[]) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _refill(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_min_extra integer, p_wait boolean, p_low_water_only boolean, p_cap integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
@@ -3549,6 +4651,12 @@ REVOKE ALL ON FUNCTION stockpool._take_ledger(p_shop_id bigint, p_item_id bigint
 --
 
 REVOKE ALL ON FUNCTION stockpool._take_lines(p_shop_id bigint, p_item_ids bigint[], p_location_ids bigint[], p_quantities integer[], p_buckets integer[]) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _take_named(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer, p_adjacent boolean, p_wait boolean); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._take_named(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer, p_adjacent boolean, p_wait boolean) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _take_waiting(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
@@ -3676,11 +4784,39 @@ REVOKE ALL ON FUNCTION stockpool.reserve_cart(p_shop_id bigint, p_checkout_id uu
 GRANT ALL ON FUNCTION stockpool.reserve_cart(p_shop_id bigint, p_checkout_id uuid, p_item_ids bigint[], p_location_ids bigint[], p_quantities integer[], p_ttl interval) TO stockpool_app;
 
 --
+-- Name: FUNCTION reserve_labels(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[], p_checkout_id uuid, p_ttl interval); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool.reserve_labels(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[], p_checkout_id uuid, p_ttl interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION stockpool.reserve_labels(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[], p_checkout_id uuid, p_ttl interval) TO stockpool_app;
+
+--
+-- Name: FUNCTION reserve_named(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_checkout_id uuid, p_ttl interval, p_adjacent boolean); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool.reserve_named(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_checkout_id uuid, p_ttl interval, p_adjacent boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION stockpool.reserve_named(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_checkout_id uuid, p_ttl interval, p_adjacent boolean) TO stockpool_app;
+
+--
 -- Name: FUNCTION reserve_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_checkout_id uuid, p_ttl interval); Type: ACL; Schema: stockpool; Owner: stockpool_owner
 --
 
 REVOKE ALL ON FUNCTION stockpool.reserve_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_checkout_id uuid, p_ttl interval) FROM PUBLIC;
 GRANT ALL ON FUNCTION stockpool.reserve_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_checkout_id uuid, p_ttl interval) TO stockpool_app;
+
+--
+-- Name: FUNCTION retire_named_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[]); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool.retire_named_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION stockpool.retire_named_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[]) TO stockpool_app;
+
+--
+-- Name: FUNCTION set_named_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[], p_positions integer[]); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool.set_named_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[], p_positions integer[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION stockpool.set_named_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[], p_positions integer[]) TO stockpool_app;
 
 --
 -- Name: FUNCTION set_stock(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_on_hand integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
@@ -3716,6 +4852,12 @@ GRANT ALL ON FUNCTION stockpool.wait_events() TO stockpool_monitor;
 --
 
 GRANT SELECT ON TABLE stockpool.stock_levels TO stockpool_monitor;
+
+--
+-- Name: TABLE unit_status; Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+GRANT SELECT ON TABLE stockpool.unit_status TO stockpool_monitor;
 
 --
 -- PostgreSQL database dump complete

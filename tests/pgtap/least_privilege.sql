@@ -4,7 +4,7 @@
 -- on every sequence, a call of every function, CREATE in the schema), run as
 -- the role in a subtransaction that is always rolled back, and reported when
 -- it is not refused with 42501. The app may call the public API, the monitor
--- check_invariants, metrics, hot_keys and wait_events and read stock_levels, a role
+-- check_invariants, metrics, hot_keys and wait_events and read stock_levels and unit_status, a role
 -- nobody granted anything may do nothing. Negative controls: leaked grants that the finder must report.
 BEGIN;
 SELECT plan(14);
@@ -72,9 +72,10 @@ $$;
 CREATE TEMPORARY TABLE api_calls AS
 SELECT ARRAY(SELECT format('call %s', name) FROM unnest(ARRAY[
     'set_stock', 'adjust_stock', 'reserve_units', 'reserve_cart', 'claim', 'release', 'sweep',
-    'replenish_pool', 'take_units', 'configure_pool', 'check_invariants']) AS name) AS app,
+    'replenish_pool', 'take_units', 'configure_pool', 'check_invariants', 'set_named_units',
+    'retire_named_units', 'reserve_named', 'reserve_labels']) AS name) AS app,
     ARRAY['call check_invariants', 'call metrics', 'call hot_keys', 'call wait_events',
-          'select stockpool.stock_levels'] AS monitor,
+          'select stockpool.stock_levels', 'select stockpool.unit_status'] AS monitor,
     ARRAY['call maintain', 'call sweep'] AS worker;
 CREATE ROLE stockpool_test_fresh NOLOGIN;
 
@@ -90,7 +91,7 @@ SELECT cmp_ok((SELECT count(*)::integer FROM pg_temp.attempts()), '>', 60,
 SELECT is_empty($$SELECT * FROM pg_temp.leaks('stockpool_app', (SELECT app FROM api_calls))$$,
     'app: everything but the public API is refused with 42501');
 SELECT is_empty($$SELECT * FROM pg_temp.leaks('stockpool_monitor', (SELECT monitor FROM api_calls))$$,
-    'monitor: everything but check_invariants, metrics, hot_keys, wait_events and stock_levels is refused with 42501');
+    'monitor: everything but check_invariants, metrics, hot_keys, wait_events, stock_levels and unit_status is refused with 42501');
 SELECT is_empty($$SELECT * FROM pg_temp.leaks('stockpool_worker', (SELECT worker FROM api_calls))$$,
     'worker: everything but maintain and sweep is refused with 42501');
 SELECT is_empty($$SELECT * FROM pg_temp.leaks('stockpool_test_fresh', '{}')$$,

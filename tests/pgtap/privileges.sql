@@ -1,12 +1,12 @@
 -- Roles and grants as the deployer leaves them (src/stockpool/install/deploy.py):
 -- stockpool_owner owns everything; stockpool_app may EXECUTE the public API
--- and touch no table; stockpool_monitor may read stock_levels and run
+-- and touch no table; stockpool_monitor may read stock_levels and unit_status and run
 -- check_invariants, metrics, hot_keys and wait_events; PUBLIC gets nothing.
 -- The owner is a member of pg_read_all_stats (metrics() and wait_events()
 -- read every session's state as the owner), the other roles of nothing. Then the same, shown by acting as
 -- each role.
 BEGIN;
-SELECT plan(176);
+SELECT plan(210);
 
 -- The public API: name -> identity arguments (deploy.PUBLIC_FUNCTIONS).
 CREATE TEMPORARY TABLE api (name name, args name[]);
@@ -25,7 +25,11 @@ INSERT INTO api VALUES
     ('check_invariants', ARRAY[]::name[]),
     ('metrics', ARRAY[]::name[]),
     ('hot_keys', ARRAY['integer']::name[]),
-    ('wait_events', ARRAY[]::name[]);
+    ('wait_events', ARRAY[]::name[]),
+    ('set_named_units', ARRAY['bigint', 'bigint', 'bigint', 'text[]', 'integer[]']),
+    ('retire_named_units', ARRAY['bigint', 'bigint', 'bigint', 'text[]']),
+    ('reserve_named', ARRAY['bigint', 'bigint', 'bigint', 'integer', 'uuid', 'interval', 'boolean']),
+    ('reserve_labels', ARRAY['bigint', 'bigint', 'bigint', 'text[]', 'uuid', 'interval']);
 GRANT SELECT ON api TO PUBLIC;
 CREATE TEMPORARY TABLE monitor_api AS
 SELECT unnest(ARRAY['check_invariants', 'metrics', 'hot_keys', 'wait_events']::name[]) AS name;
@@ -73,11 +77,11 @@ SELECT schema_privs_are('stockpool', 'public', ARRAY[]::text[], 'PUBLIC: nothing
 SELECT table_privs_are('stockpool', t, 'stockpool_app', ARRAY[]::text[], format('app: no privilege on %s', t))
 FROM unnest(ARRAY['stock', 'pool_units', 'pool_units_p0', 'pool_units_p1', 'pool_units_p2', 'pool_units_p3',
                   'pool_units_p4', 'pool_units_p5', 'pool_units_p6', 'pool_units_p7',
-                  'holds', 'movements', 'migrations']::name[]) AS t;
+                  'holds', 'movements', 'migrations', 'named_units', 'named_free']::name[]) AS t;
 SELECT table_privs_are('stockpool', t, 'stockpool_monitor', ARRAY[]::text[], format('monitor: no privilege on %s', t))
-FROM unnest(ARRAY['stock', 'pool_units', 'holds', 'movements', 'migrations']::name[]) AS t;
+FROM unnest(ARRAY['stock', 'pool_units', 'holds', 'movements', 'migrations', 'named_units', 'named_free']::name[]) AS t;
 SELECT table_privs_are('stockpool', t, 'public', ARRAY[]::text[], format('PUBLIC: no privilege on %s', t))
-FROM unnest(ARRAY['stock', 'pool_units', 'holds', 'movements', 'migrations']::name[]) AS t;
+FROM unnest(ARRAY['stock', 'pool_units', 'holds', 'movements', 'migrations', 'named_units', 'named_free']::name[]) AS t;
 SELECT is_empty(
     $$SELECT a.attrelid::regclass, a.attname FROM pg_catalog.pg_attribute AS a
       JOIN pg_catalog.pg_class AS c ON c.oid = a.attrelid
@@ -94,6 +98,12 @@ SELECT table_privs_are('stockpool', 'stock_levels', 'stockpool_app', ARRAY[]::te
     'app: no privilege on stock_levels');
 SELECT table_privs_are('stockpool', 'stock_levels', 'public', ARRAY[]::text[],
     'PUBLIC: no privilege on stock_levels');
+SELECT table_privs_are('stockpool', 'unit_status', 'stockpool_monitor', ARRAY['SELECT'],
+    'monitor: SELECT on unit_status, nothing more');
+SELECT table_privs_are('stockpool', 'unit_status', 'stockpool_app', ARRAY[]::text[],
+    'app: no privilege on unit_status');
+SELECT table_privs_are('stockpool', 'unit_status', 'public', ARRAY[]::text[],
+    'PUBLIC: no privilege on unit_status');
 
 -- Functions.
 SELECT function_privs_are('stockpool', a.name, a.args, 'stockpool_app',
@@ -163,6 +173,17 @@ SELECT lives_ok('SELECT stockpool.sweep(), stockpool.replenish_pool(1, 1400, 1),
                         stockpool.configure_pool(1, 1400, 1, 10), stockpool.set_stock(1, 1401, 1, 1)',
     'app: sweep, replenish_pool, take_units, configure_pool, set_stock work');
 SELECT lives_ok('SELECT count(*) FROM stockpool.check_invariants()', 'app: check_invariants works');
+SELECT results_eq(
+    $$SELECT stockpool.set_named_units(1, 1402, 1, '{A,B,C}'),
+             stockpool.reserve_named(1, 1402, 1, 1, '00000000-0000-0000-0000-000000000906'),
+             stockpool.reserve_labels(1, 1402, 1, '{C}', '00000000-0000-0000-0000-000000000907'),
+             stockpool.release(1, '00000000-0000-0000-0000-000000000906'),
+             stockpool.release(1, '00000000-0000-0000-0000-000000000907'),
+             stockpool.retire_named_units(1, 1402, 1, '{B}')$$,
+    $$VALUES (3, '{A}'::text[], true, 1, 1, 2)$$,
+    'app: set_named_units, reserve_named, reserve_labels, retire_named_units work');
+SELECT throws_ok('SELECT FROM stockpool.unit_status', '42501', NULL, 'app: SELECT FROM unit_status: 42501');
+SELECT throws_ok('SELECT FROM stockpool.named_free', '42501', NULL, 'app: SELECT FROM named_free: 42501');
 SELECT throws_ok('SELECT FROM stockpool.stock', '42501', NULL, 'app: SELECT FROM stock: 42501');
 SELECT throws_ok('SELECT FROM stockpool.holds', '42501', NULL, 'app: SELECT FROM holds: 42501');
 SELECT throws_ok('SELECT FROM stockpool.pool_units_p0', '42501', NULL, 'app: SELECT FROM a pool partition: 42501');
@@ -193,7 +214,10 @@ SELECT results_eq(
     $$VALUES (4, 0)$$, 'monitor: reads stock_levels');
 SELECT is_empty('SELECT * FROM stockpool.check_invariants() WHERE item_id <> 1400',
     'monitor: runs check_invariants');
-SELECT is((SELECT value FROM stockpool.metrics() WHERE metric = 'stock_keys'), 2::double precision,
+SELECT results_eq(
+    $$SELECT label, status FROM stockpool.unit_status WHERE (shop_id, item_id, location_id) = (1, 1402, 1) ORDER BY 1$$,
+    $$VALUES ('A', 'free'), ('C', 'free')$$, 'monitor: reads unit_status');
+SELECT is((SELECT value FROM stockpool.metrics() WHERE metric = 'stock_keys'), 3::double precision,
     'monitor: runs metrics');
 SELECT results_eq('SELECT item_id FROM stockpool.hot_keys()', ARRAY[1400]::bigint[], 'monitor: runs hot_keys');
 SELECT lives_ok('SELECT count(*) FROM stockpool.wait_events()', 'monitor: runs wait_events');
@@ -222,6 +246,7 @@ SELECT throws_ok($$SELECT stockpool.reserve_units(1, 1400, 1, 1, '00000000-0000-
     '42501', NULL, 'PUBLIC: reserve_units: 42501');
 SELECT throws_ok('SELECT stockpool.check_invariants()', '42501', NULL, 'PUBLIC: check_invariants: 42501');
 SELECT throws_ok('SELECT FROM stockpool.stock_levels', '42501', NULL, 'PUBLIC: stock_levels: 42501');
+SELECT throws_ok('SELECT FROM stockpool.unit_status', '42501', NULL, 'PUBLIC: unit_status: 42501');
 RESET ROLE;
 
 SELECT results_eq(

@@ -5,7 +5,7 @@
 -- booby-trapped look-alikes (now, random, floor, generate_series,
 -- cardinality, array_position, +, <=) in front of pg_catalog.
 BEGIN;
-SELECT plan(35);
+SELECT plan(41);
 
 -- The catalog.
 SELECT set_eq(
@@ -13,7 +13,7 @@ SELECT set_eq(
       WHERE p.pronamespace = 'stockpool'::regnamespace AND p.prosecdef$$,
     ARRAY['set_stock', 'adjust_stock', 'reserve_units', 'reserve_cart', 'claim', 'release', 'sweep', 'maintain',
           'replenish_pool', 'take_units', 'configure_pool', 'check_invariants', 'metrics', 'hot_keys',
-          'wait_events'],
+          'wait_events', 'set_named_units', 'retire_named_units', 'reserve_named', 'reserve_labels'],
     'the SECURITY DEFINER functions are exactly the public API (helpers are SECURITY INVOKER)');
 SELECT is(p.proconfig, ARRAY['search_path=pg_catalog, pg_temp'],
     format('%s pins search_path = pg_catalog, pg_temp', p.oid::regprocedure))
@@ -90,6 +90,19 @@ INSERT INTO pg_temp.calls (what, result)
 VALUES ('take_units', stockpool.take_units(1, 1502, 1, 2)::text);
 INSERT INTO pg_temp.calls (what, result)
 VALUES ('adjust_stock back', stockpool.adjust_stock(1, 1502, 1, -2)::text);
+INSERT INTO pg_temp.calls (what, result)
+VALUES ('named: set', stockpool.set_named_units(1, 1504, 1, '{N1,N2,N3,N4,N5}', '{1,2,3,5,6}')::text);
+INSERT INTO pg_temp.calls (what, result)
+VALUES ('named: adjacent 3', stockpool.reserve_named(1, 1504, 1, 3, '00000000-0000-0000-0000-000000000a11',
+                                                     p_adjacent => true)::text);
+INSERT INTO pg_temp.calls (what, result)
+VALUES ('named: labels', stockpool.reserve_labels(1, 1504, 1, '{N5,N4}', '00000000-0000-0000-0000-000000000a12')::text);
+INSERT INTO pg_temp.calls (what, result)
+VALUES ('named: one', stockpool.reserve_named(1, 1504, 1, 1, '00000000-0000-0000-0000-000000000a13')::text);
+INSERT INTO pg_temp.calls (what, result)
+VALUES ('named: release', stockpool.release(1, '00000000-0000-0000-0000-000000000a12')::text);
+INSERT INTO pg_temp.calls (what, result)
+VALUES ('named: retire', stockpool.retire_named_units(1, 1504, 1, '{N4}')::text);
 RESET search_path;
 
 SELECT is((SELECT result FROM calls WHERE what = 'probe unpinned'), '2000-01-01 00:00:00+00 0',
@@ -97,12 +110,21 @@ SELECT is((SELECT result FROM calls WHERE what = 'probe unpinned'), '2000-01-01 
 SELECT is((SELECT result FROM calls WHERE what = 'probe pinned'), 't 4',
     'control: a pinned function does not');
 SELECT results_eq(
-    $$SELECT what, result FROM calls WHERE what !~ '^probe' ORDER BY n$$,
+    $$SELECT what, result FROM calls WHERE what !~ '^(probe|named)' ORDER BY n$$,
     $$VALUES ('set_stock', '7'), ('adjust_stock', '10'), ('configure_pool', ''), ('replenish_pool', '8'),
              ('reserve_units', 'true'), ('reserve_units 1', 'true'), ('reserve_cart', 'true'),
              ('reserve_units refused', 'false'), ('claim', '3'), ('release', '6'),
              ('take_units', '2'), ('adjust_stock back', '8')$$,
     'under search_path = evil, pg_catalog, public every call returns what it should');
+SELECT results_eq(
+    $$SELECT what, result FROM calls WHERE what ~ '^named: ' ORDER BY n$$,
+    $$VALUES ('named: set', '5'), ('named: adjacent 3', '{N1,N2,N3}'), ('named: labels', 'true'),
+             ('named: one', NULL), ('named: release', '2'), ('named: retire', '4')$$,
+    'named units under the trap: adjacency, labels, release and retire as they should (no evil + or generate_series)');
+SELECT is_empty(
+    $$SELECT * FROM stockpool.named_free AS f
+      WHERE f.item_id = 1504 AND f.bucket NOT BETWEEN 0 AND 63$$,
+    'every free named unit sits in a real bucket (no evil random() or floor())');
 SELECT results_eq(
     $$SELECT checkout_id, item_id, status, expires_at FROM stockpool.holds
       WHERE shop_id = 1 AND item_id IN (1500, 1501) ORDER BY checkout_id, item_id$$,

@@ -128,7 +128,15 @@ INSERT INTO public.results (what, result) VALUES
     ('claim', stockpool.claim(1, '00000000-0000-0000-0000-000000001701')::text),
     ('release', stockpool.release(1, '00000000-0000-0000-0000-000000001702')::text),
     ('check_invariants', (SELECT pg_catalog.count(*) FROM stockpool.check_invariants())::text),
-    ('sweep', stockpool.sweep()::text);
+    ('sweep', stockpool.sweep()::text),
+    ('set_named_units', stockpool.set_named_units(1, 1702, 1, '{S1,S2}')::text),
+    ('reserve_labels', stockpool.reserve_labels(1, 1702, 1, '{S2}', '00000000-0000-0000-0000-000000001705')::text),
+    ('reserve_named', stockpool.reserve_named(1, 1702, 1, 1, '00000000-0000-0000-0000-000000001706')::text),
+    ('reserve_named retry', stockpool.reserve_named(1, 1702, 1, 1, '00000000-0000-0000-0000-000000001706')::text),
+    ('reserve_named refused', stockpool.reserve_named(1, 1702, 1, 1, '00000000-0000-0000-0000-000000001707')::text),
+    ('release named', stockpool.release(1, '00000000-0000-0000-0000-000000001705')::text),
+    ('retire_named_units', stockpool.retire_named_units(1, 1702, 1, '{S2}')::text),
+    ('release named 2', stockpool.release(1, '00000000-0000-0000-0000-000000001706')::text);
 DO $$
 BEGIN
     PERFORM stockpool.reserve_units(1, 1700, 1, 0, '00000000-0000-0000-0000-000000001704');
@@ -154,7 +162,9 @@ SELECT results_eq(
     $$VALUES ('set_stock 1', '10'), ('set_stock 2', '4'), ('adjust_stock', '9'), ('configure_pool', ''),
              ('replenish_pool', '6'), ('reserve_units', 'true'), ('reserve_units retry', 'true'),
              ('reserve_cart', 'true'), ('reserve_cart refused', 'false'), ('claim', '1'), ('release', '5'),
-             ('check_invariants', '0'), ('sweep', '0'), ('quantity 0', '22023'),
+             ('check_invariants', '0'), ('sweep', '0'), ('set_named_units', '2'), ('reserve_labels', 'true'),
+             ('reserve_named', '{S1}'), ('reserve_named retry', '{S1}'), ('reserve_named refused', NULL),
+             ('release named', '1'), ('retire_named_units', '1'), ('release named 2', '1'), ('quantity 0', '22023'),
              ('worker: maintain', '(0,0,0,0)'), ('temp tables untouched', '00')$$,
     'every call returned what it should, errors kept their SQLSTATE');
 SELECT results_eq(
@@ -178,7 +188,7 @@ SELECT 'monitor', pg_catalog.concat_ws('/',
 RESET search_path;
 RESET ROLE;
 SELECT results_eq($$SELECT result COLLATE "default" FROM public.results WHERE what = 'monitor'$$,
-    $$VALUES ('2/0/8/1700/0')$$,
+    $$VALUES ('2/0/9/1700/0')$$,
     'the monitor reads stock_levels, check_invariants, metrics, hot_keys and wait_events under the same path, untouched');
 SELECT is((SELECT last_value FROM public.shadow_hits WHERE is_called), NULL,
     'no planted look-alike was called from inside them either');

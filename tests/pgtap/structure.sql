@@ -4,7 +4,7 @@
 -- the append-only triggers, and every function with its exact signature,
 -- return type and comment.
 BEGIN;
-SELECT plan(122);
+SELECT plan(147);
 
 -- "name type [NOT NULL] [DEFAULT ...] [GENERATED ...]" for each column, in order.
 CREATE FUNCTION pg_temp.columns_of(p_table regclass)
@@ -34,9 +34,9 @@ SELECT isnt(obj_description('stockpool'::regnamespace, 'pg_namespace'), NULL, 's
 SELECT tables_are('stockpool',
     ARRAY['stock', 'pool_units', 'pool_units_p0', 'pool_units_p1', 'pool_units_p2', 'pool_units_p3',
           'pool_units_p4', 'pool_units_p5', 'pool_units_p6', 'pool_units_p7', 'holds', 'pending_claims',
-          'movements', 'migrations'],
+          'movements', 'migrations', 'named_units', 'named_free'],
     'stockpool has exactly its tables');
-SELECT views_are('stockpool', ARRAY['stock_levels'], 'stockpool has exactly one view');
+SELECT views_are('stockpool', ARRAY['stock_levels', 'unit_status'], 'stockpool has exactly its two views');
 
 -- stock: the ledger.
 SELECT is(pg_temp.columns_of('stockpool.stock'),
@@ -47,7 +47,8 @@ SELECT is(pg_temp.columns_of('stockpool.stock'),
           'created_at timestamp with time zone NOT NULL DEFAULT now()',
           'updated_at timestamp with time zone NOT NULL DEFAULT now()',
           'pool_target integer NOT NULL DEFAULT 0',
-          'refilled_at timestamp with time zone'],
+          'refilled_at timestamp with time zone',
+          'named boolean NOT NULL DEFAULT false'],
     'stock columns, types, NOT NULLs and defaults');
 SELECT col_is_pk('stockpool', 'stock', ARRAY['shop_id', 'item_id', 'location_id'],
     'stock is keyed by (shop_id, item_id, location_id)');
@@ -133,7 +134,7 @@ SELECT is(pg_temp.columns_of('stockpool.holds'),
           'location_id bigint NOT NULL', 'quantity integer NOT NULL',
           'status text NOT NULL DEFAULT ''held''::text', 'expires_at timestamp with time zone NOT NULL',
           'created_at timestamp with time zone NOT NULL DEFAULT now()',
-          'updated_at timestamp with time zone NOT NULL DEFAULT now()'],
+          'updated_at timestamp with time zone NOT NULL DEFAULT now()', 'labels text[]'],
     'holds columns, types, NOT NULLs and defaults');
 SELECT col_is_pk('stockpool', 'holds', ARRAY['shop_id', 'checkout_id', 'item_id', 'location_id'],
     'holds are keyed by (shop_id, checkout_id, item_id, location_id)');
@@ -142,7 +143,8 @@ SELECT set_eq(
       WHERE conrelid = 'stockpool.holds'::regclass$$,
     $$VALUES ('holds_pkey', 'PRIMARY KEY (shop_id, checkout_id, item_id, location_id)'),
              ('holds_quantity_positive', 'CHECK ((quantity > 0))'),
-             ('holds_status_known', 'CHECK ((status = ANY (ARRAY[''held''::text, ''claimed''::text, ''released''::text, ''expired''::text])))')$$,
+             ('holds_status_known', 'CHECK ((status = ANY (ARRAY[''held''::text, ''claimed''::text, ''released''::text, ''expired''::text])))'),
+             ('holds_labels_match_quantity', 'CHECK (((labels IS NULL) OR (cardinality(labels) = quantity)))')$$,
     'holds has exactly its named constraints');
 SELECT hasnt_fk('stockpool', 'holds', 'holds has no foreign key (it would lock the hot ledger row)');
 SELECT indexes_are('stockpool', 'holds', ARRAY['holds_pkey', 'holds_expiry_idx', 'holds_live_key_idx'],
@@ -188,7 +190,7 @@ SELECT is(pg_temp.columns_of('stockpool.movements'),
     ARRAY['shop_id bigint NOT NULL', 'movement_id bigint NOT NULL GENERATED ALWAYS AS IDENTITY',
           'item_id bigint NOT NULL', 'location_id bigint NOT NULL', 'delta integer NOT NULL',
           'on_hand_after integer NOT NULL', 'reason text NOT NULL', 'checkout_id uuid',
-          'created_at timestamp with time zone NOT NULL DEFAULT now()'],
+          'created_at timestamp with time zone NOT NULL DEFAULT now()', 'labels text[]'],
     'movements columns; movement_id is an identity');
 SELECT col_is_pk('stockpool', 'movements', ARRAY['shop_id', 'movement_id'],
     'movements are keyed by (shop_id, movement_id)');
@@ -231,6 +233,41 @@ SELECT triggers_are('stockpool', 'stock', ARRAY[]::name[], 'stock has no user tr
 SELECT triggers_are('stockpool', 'holds', ARRAY[]::name[], 'holds has no triggers');
 SELECT triggers_are('stockpool', 'pool_units', ARRAY[]::name[], 'pool_units has no triggers');
 
+-- named_units and named_free: the units of named keys (0007).
+SELECT is(pg_temp.columns_of('stockpool.named_units'),
+    ARRAY['shop_id bigint NOT NULL', 'item_id bigint NOT NULL', 'location_id bigint NOT NULL',
+          'label text NOT NULL', 'position integer NOT NULL'],
+    'named_units columns');
+SELECT set_eq(
+    $$SELECT conname::text COLLATE "default", pg_get_constraintdef(oid) FROM pg_catalog.pg_constraint
+      WHERE conrelid = 'stockpool.named_units'::regclass$$,
+    $$VALUES ('named_units_pkey', 'PRIMARY KEY (shop_id, item_id, location_id, label)'),
+             ('named_units_position_key', 'UNIQUE (shop_id, item_id, location_id, "position")')$$,
+    'named_units: a label and a position once per key');
+SELECT hasnt_fk('stockpool', 'named_units', 'named_units has no foreign key');
+SELECT is(pg_temp.columns_of('stockpool.named_free'),
+    ARRAY['shop_id bigint NOT NULL', 'item_id bigint NOT NULL', 'location_id bigint NOT NULL',
+          'bucket integer NOT NULL', 'position integer NOT NULL', 'label text NOT NULL'],
+    'named_free columns');
+SELECT hasnt_pk('stockpool', 'named_free', 'named_free has no primary key (rows are claimed by ctid)');
+SELECT indexes_are('stockpool', 'named_free', ARRAY['named_free_claim_idx', 'named_free_position_idx'],
+    'named_free has the claim index and the position index');
+SELECT has_index('stockpool', 'named_free', 'named_free_claim_idx',
+    ARRAY['shop_id', 'item_id', 'location_id', 'bucket', '"position"'],
+    'named_free_claim_idx is on exactly the one-unit claim''s columns');
+SELECT is((SELECT indisunique FROM pg_catalog.pg_index WHERE indexrelid = 'stockpool.named_free_position_idx'::regclass),
+    true, 'named_free_position_idx is unique: a unit is free at most once');
+SELECT has_index('stockpool', 'named_free', 'named_free_position_idx',
+    ARRAY['shop_id', 'item_id', 'location_id', '"position"'],
+    'named_free_position_idx is on (shop_id, item_id, location_id, position)');
+SELECT is((SELECT reloptions FROM pg_catalog.pg_class WHERE oid = 'stockpool.named_free'::regclass),
+    ARRAY['autovacuum_vacuum_scale_factor=0', 'autovacuum_vacuum_threshold=2000',
+          'autovacuum_vacuum_insert_scale_factor=0', 'autovacuum_vacuum_insert_threshold=2000',
+          'autovacuum_analyze_scale_factor=0', 'autovacuum_analyze_threshold=5000',
+          'autovacuum_vacuum_cost_delay=0', 'vacuum_truncate=off'],
+    'named_free: absolute autovacuum thresholds, no cost delay, no truncation (as the pool''s leaves)');
+SELECT triggers_are('stockpool', 'named_free', ARRAY[]::name[], 'named_free has no triggers');
+
 -- migrations: the deployer's record.
 SELECT is(pg_temp.columns_of('stockpool.migrations'),
     ARRAY['version integer NOT NULL', 'name text NOT NULL', 'checksum text NOT NULL',
@@ -245,14 +282,16 @@ SELECT ok(EXISTS (SELECT FROM stockpool.migrations WHERE version = 1 AND name = 
 SELECT is(pg_get_userbyid(c.relowner)::text, 'stockpool_owner', format('%s is owned by stockpool_owner', c.relname))
 FROM pg_catalog.pg_class AS c
 WHERE c.relnamespace = 'stockpool'::regnamespace AND c.relkind IN ('r', 'p')
-    AND c.relname IN ('stock', 'pool_units', 'holds', 'pending_claims', 'movements', 'migrations')
+    AND c.relname IN ('stock', 'pool_units', 'holds', 'pending_claims', 'movements', 'migrations',
+                      'named_units', 'named_free')
 ORDER BY c.relname;
 
 -- Functions: exactly these, with exact signatures and return types.
 SELECT functions_are('stockpool',
     ARRAY['set_stock', 'adjust_stock', 'reserve_units', 'reserve_cart', 'claim', 'release', 'sweep', 'maintain',
           'replenish_pool', 'take_units', 'configure_pool', 'check_invariants', 'metrics', 'hot_keys',
-          'wait_events',
+          'wait_events', 'set_named_units', 'retire_named_units', 'reserve_named', 'reserve_labels',
+          '_free_labels', '_mixed_key', '_take_named',
           '_add_units', '_apply_on_hand', '_cool', '_cool_quiet', '_existing_hold', '_expire_due', '_expire_key', '_key_lock_id', '_lock_checkout',
           '_movements_immutable', '_null_args', '_pool_level', '_pooled_upto', '_record_hold', '_refill', '_refill_mark',
           '_return_units', '_settle',
@@ -264,7 +303,7 @@ SELECT functions_are('stockpool',
     'stockpool has exactly its functions');
 SELECT is(
     (SELECT count(*)::integer FROM pg_catalog.pg_proc WHERE pronamespace = 'stockpool'::regnamespace),
-    47, 'no function is overloaded (47 names, 47 functions)');
+    54, 'no function is overloaded (54 names, 54 functions)');
 SELECT results_eq(
     $$SELECT p.proname::text COLLATE "default", pg_get_function_arguments(p.oid), pg_get_function_result(p.oid)
       FROM pg_catalog.pg_proc AS p
@@ -281,7 +320,11 @@ SELECT results_eq(
       ('release', 'p_shop_id bigint, p_checkout_id uuid', 'integer'),
       ('replenish_pool', 'p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_cap integer DEFAULT NULL::integer', 'integer'),
       ('reserve_cart', 'p_shop_id bigint, p_checkout_id uuid, p_item_ids bigint[], p_location_ids bigint[], p_quantities integer[], p_ttl interval DEFAULT ''00:15:00''::interval', 'boolean'),
+      ('reserve_labels', 'p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[], p_checkout_id uuid, p_ttl interval DEFAULT ''00:15:00''::interval', 'boolean'),
+      ('reserve_named', 'p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_checkout_id uuid, p_ttl interval DEFAULT ''00:15:00''::interval, p_adjacent boolean DEFAULT false', 'text[]'),
       ('reserve_units', 'p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_checkout_id uuid, p_ttl interval DEFAULT ''00:15:00''::interval', 'boolean'),
+      ('retire_named_units', 'p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[]', 'integer'),
+      ('set_named_units', 'p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[], p_positions integer[] DEFAULT NULL::integer[]', 'integer'),
       ('set_stock', 'p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_on_hand integer', 'integer'),
       ('sweep', 'p_batch integer DEFAULT 500', 'integer'),
       ('take_units', 'p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer', 'integer'),
@@ -302,9 +345,15 @@ SELECT has_function('stockpool', 'check_invariants', ARRAY[]::name[]);
 SELECT has_function('stockpool', 'metrics', ARRAY[]::name[]);
 SELECT has_function('stockpool', 'hot_keys', ARRAY['integer']);
 SELECT has_function('stockpool', 'wait_events', ARRAY[]::name[]);
+SELECT has_function('stockpool', 'set_named_units', ARRAY['bigint', 'bigint', 'bigint', 'text[]', 'integer[]']);
+SELECT has_function('stockpool', 'retire_named_units', ARRAY['bigint', 'bigint', 'bigint', 'text[]']);
+SELECT has_function('stockpool', 'reserve_named',
+    ARRAY['bigint', 'bigint', 'bigint', 'integer', 'uuid', 'interval', 'boolean']);
+SELECT has_function('stockpool', 'reserve_labels', ARRAY['bigint', 'bigint', 'bigint', 'text[]', 'uuid', 'interval']);
 SELECT function_lang_is('stockpool', f, 'plpgsql', format('%s is plpgsql', f))
 FROM unnest(ARRAY['set_stock', 'adjust_stock', 'reserve_units', 'reserve_cart', 'claim', 'release', 'sweep',
-                  'maintain', 'replenish_pool', 'take_units', 'configure_pool', 'hot_keys']::name[]) AS f;
+                  'maintain', 'replenish_pool', 'take_units', 'configure_pool', 'hot_keys', 'set_named_units',
+                  'retire_named_units', 'reserve_named', 'reserve_labels']::name[]) AS f;
 SELECT function_lang_is('stockpool', f, 'sql', format('%s is plain SQL', f))
 FROM unnest(ARRAY['check_invariants', 'metrics', 'wait_events']::name[]) AS f;
 SELECT is_empty(

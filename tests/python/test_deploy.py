@@ -106,7 +106,7 @@ def test_an_upgrade_drops_retired_signatures(dsn: str, tmp_path: Path, retired: 
     if not retired:
         (root / "retired.sql").unlink()
     deploy(dsn, root=root)
-    new = "stockpool._record_hold(bigint,uuid,bigint,bigint,integer,interval,boolean)"
+    new = "stockpool._record_hold(bigint,uuid,bigint,bigint,integer,interval,boolean,text[])"
     old = "stockpool._record_hold(bigint,uuid,bigint,bigint,integer,interval)"
     assert _record_holds(dsn) == ([new] if retired else sorted([old, new]))
 
@@ -284,6 +284,7 @@ def test_custom_role_names_get_the_grants(roles: Roles, empty_db: str) -> None:
             assert _granted(conn, roles.monitor) == {
                 ("schema", "stockpool", "USAGE"),
                 ("relation", "stock_levels", "SELECT"),
+                ("relation", "unit_status", "SELECT"),
                 *(("function", name, "EXECUTE") for name in MONITOR_FUNCTIONS),
             }
             assert _granted(conn, roles.worker) == {("schema", "stockpool", "USAGE")} | {
