@@ -78,7 +78,20 @@ class Node:
         port = str(params.get("port") or "5432")
         dbname = str(params.get("dbname") or params.get("user") or "postgres")
         kept = {k: str(v) for k, v in params.items() if k in KEPT_KEYS and v is not None}
-        kept.update(host=host, port=port, dbname=dbname, connect_timeout=str(connect_timeout))
+        # PL/Proxy connects asynchronously, and libpq ignores connect_timeout
+        # there; the kernel's TCP_USER_TIMEOUT bounds a connect to a host that
+        # does not answer (and, with keepalives, a connection that died).
+        kept.update(
+            host=host,
+            port=port,
+            dbname=dbname,
+            connect_timeout=str(connect_timeout),
+            tcp_user_timeout=str(connect_timeout * 1000),
+            keepalives="1",
+            keepalives_idle="10",
+            keepalives_interval="2",
+            keepalives_count="3",
+        )
         return cls(dsn=dsn, name=f"{host}:{port}/{dbname}", connstr=make_conninfo(**kept))
 
 
@@ -186,14 +199,26 @@ def _shop_partitions(conn: psycopg.Connection) -> set[int]:
     return {int(r[0]) for r in rows}
 
 
-def server_options(connstrs: dict[int, str], verb: str) -> sql.Composed:
-    """OPTIONS (... pN 'connstr' ...) of a plproxy SQL/MED server."""
-    opts = [sql.SQL("{} connection_lifetime {}").format(sql.SQL(verb), sql.Literal(str(CONNECTION_LIFETIME)))]
-    for part in range(PARTITIONS):
-        opts.append(
-            sql.SQL("{} {} {}").format(sql.SQL(verb), sql.Identifier(f"p{part}"), sql.Literal(connstrs[part]))
-        )
+def server_options(connstrs: dict[int, str], existing: set[str] | None) -> sql.Composed:
+    """OPTIONS (... pN 'connstr' ...) of a plproxy SQL/MED server: to create
+    it (``existing`` None) or to alter it (SET an option it has, ADD one it
+    lacks)."""
+    values = {"connection_lifetime": str(CONNECTION_LIFETIME)}
+    values.update({f"p{part}": connstrs[part] for part in range(PARTITIONS)})
+    opts = []
+    for key, value in values.items():
+        verb = "" if existing is None else ("SET" if key in existing else "ADD")
+        opts.append(sql.SQL("{} {} {}").format(sql.SQL(verb), sql.Identifier(key), sql.Literal(value)))
     return sql.SQL("OPTIONS ({})").format(sql.SQL(", ").join(opts))
+
+
+def _server_keys(conn: psycopg.Connection, server: str) -> set[str] | None:
+    row = conn.execute(
+        "SELECT array(SELECT split_part(o, '=', 1) FROM unnest(srvoptions) AS o)"
+        " FROM pg_catalog.pg_foreign_server WHERE srvname = %s",
+        (server,),
+    ).fetchone()
+    return set(row[0]) if row else None
 
 
 def map_connstrs(conn: psycopg.Connection) -> dict[int, str]:
@@ -209,9 +234,8 @@ def write_servers(conn: psycopg.Connection) -> None:
     caller's transaction)."""
     connstrs = map_connstrs(conn)
     for server in (APP_CLUSTER, OPS_CLUSTER):
-        conn.execute(
-            sql.SQL("ALTER SERVER {} {}").format(sql.Identifier(server), server_options(connstrs, "SET"))
-        )
+        options = server_options(connstrs, _server_keys(conn, server) or set())
+        conn.execute(sql.SQL("ALTER SERVER {} {}").format(sql.Identifier(server), options))
 
 
 def _user_mappings(conn: psycopg.Connection, password: str) -> None:
@@ -299,19 +323,17 @@ def _deploy_router_locked(router: psycopg.Connection, nodes: list[Node], roles: 
         router.execute("RESET ROLE")
         connstrs = map_connstrs(router)
         for server in (APP_CLUSTER, OPS_CLUSTER):
-            found = router.execute(
-                "SELECT 1 FROM pg_catalog.pg_foreign_server WHERE srvname = %s", (server,)
-            ).fetchone()
-            if found:
+            keys = _server_keys(router, server)
+            if keys is not None:
                 router.execute(
                     sql.SQL("ALTER SERVER {} {}").format(
-                        sql.Identifier(server), server_options(connstrs, "SET")
+                        sql.Identifier(server), server_options(connstrs, keys)
                     )
                 )
             else:
                 router.execute(
                     sql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER plproxy {}").format(
-                        sql.Identifier(server), server_options(connstrs, "")
+                        sql.Identifier(server), server_options(connstrs, None)
                     )
                 )
             router.execute(sql.SQL("ALTER SERVER {} OWNER TO {}").format(sql.Identifier(server), owner))

@@ -59,7 +59,8 @@ ALL_NODES: dict[str, str] = {
     "hot_keys": (
         "RETURN QUERY SELECT * FROM {call} AS n"
         " ORDER BY n.pool_target DESC, n.live_holds DESC, n.shop_id, n.item_id, n.location_id"
-        " LIMIT p_limit;"
+        # LIMIT 0 would skip the call, and with it the node's 22023.
+        " LIMIT greatest(p_limit, 1);"
     ),
     "wait_events": (
         "RETURN QUERY SELECT n.application_name, n.wait_event, pg_catalog.sum(n.backends)::integer"
