@@ -392,7 +392,7 @@ def repoint(layout: Layout, name: str, port: int) -> None:
         )
         connstr["port"] = str(port)
         conn.execute(
-            "UPDATE stockpool.nodes SET connstr = %s WHERE node = %s", (make_conninfo(**connstr), name)
+            "UPDATE stockpool.nodes SET connstr = %s WHERE node = %s", (make_conninfo("", **connstr), name)
         )
         write_servers(conn)
 
@@ -620,12 +620,12 @@ def test_dead_move_is_resumed_and_a_stuck_one_undone() -> None:
             original(conn, found, partition)
 
         back = layout.node_of(layout.report.nodes[0])
-        mover._delete_partition = dies_on_source_cleanup  # type: ignore[assignment]
+        mover._delete_partition = dies_on_source_cleanup
         try:
             with pytest.raises(RuntimeError):
                 mover.move(layout.router.dsn, part, back.dsn)
         finally:
-            mover._delete_partition = original  # type: ignore[assignment]
+            mover._delete_partition = original
         assert (
             one(
                 layout.router.dsn,
