@@ -4,13 +4,14 @@ cell on the target server, write and show the reports."""
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from stockpool.bench import chart, report
+from stockpool.bench import chart, report, routed
 from stockpool.bench.machine import raise_fd_limit
 from stockpool.bench.model import (
     CATALOGUE_CLIENTS,
@@ -54,6 +55,22 @@ def _name_list(text: str, known: Sequence[str], what: str) -> list[str]:
     if unknown:
         raise typer.BadParameter(f"{what}: unknown {', '.join(unknown)}; known: {', '.join(known)}")
     return [n for n in known if n in names]  # canonical order
+
+
+def _router_bench(dsn: str | None, clients: list[int], seconds: int, nodes: int, out: Path) -> None:
+    if dsn:
+        fail(StockpoolError("--nodes runs on a router and nodes of its own, not on --dsn"))
+    try:
+        pgbench.require()
+        raise_fd_limit(max(clients))
+        with tempfile.TemporaryDirectory(prefix="stockpool-router-bench-") as tmp:
+            run = routed.router_bench(
+                clients, seconds, nodes, lambda line: console.print(line, highlight=False), Path(tmp)
+            )
+    except StockpoolError as exc:
+        fail(exc)
+    for path in routed.write(run, out):
+        console.print(f"wrote {path}")
 
 
 def command(
@@ -115,9 +132,22 @@ def command(
     publish: Annotated[
         bool, typer.Option(help="Also write the run to results/published/ (the README's copy).")
     ] = False,
+    nodes: Annotated[
+        int | None,
+        typer.Option(
+            "--nodes",
+            min=1,
+            max=8,
+            help="Measure only the PL/Proxy router's cost per call: reserve_units on a node directly "
+            "and through a router in front of N throwaway nodes, beside the node's ceiling, at --clients.",
+        ),
+    ] = None,
 ) -> None:
     """Side-by-side benchmark of reservation strategies on one hot key."""
     client_list = _int_list(clients, "--clients")
+    if nodes is not None:
+        _router_bench(dsn, client_list, seconds, nodes, out)
+        return
     if pooler not in POOLERS:
         raise typer.BadParameter(f"--pooler: one of {', '.join(POOLERS)}, got {pooler!r}")
     chosen = _name_list(strategies, STRATEGIES, "--strategies")
