@@ -401,11 +401,16 @@ class Buyers:
     """Threads buying through the router with the Python client (which
     retries SP020), recording every answer they were given."""
 
-    def __init__(self, dsn: str, shops: list[int], threads: int = 6) -> None:
+    def __init__(
+        self, dsn: str, shops: list[int], threads: int = 6, retry: RetryPolicy | None = None
+    ) -> None:
         self.dsn = dsn
         self.shops = shops
+        self.retry = retry or RetryPolicy(attempts=40, base=0.02, cap=0.25)
+        self.failed: list[tuple[int, uuid.UUID, float, str | None]] = []  # shop, checkout, when, SQLSTATE
         self.stop = threading.Event()
         self.answers: list[tuple[int, uuid.UUID, str, int]] = []  # shop, checkout, outcome, units
+        self.times: list[tuple[int, float]] = []  # shop, when answered
         self.errors: list[str] = []
         self.retries = 0
         self.lock = threading.Lock()
@@ -422,7 +427,7 @@ class Buyers:
             t.join(timeout=30)
 
     def _run(self, i: int) -> None:
-        client = Client(self.dsn, retry=RetryPolicy(attempts=40, base=0.02, cap=0.25))
+        client = Client(self.dsn, retry=self.retry)
         n = 0
         try:
             while not self.stop.is_set():
@@ -441,6 +446,7 @@ class Buyers:
                 except psycopg.Error as exc:
                     with self.lock:
                         self.errors.append(f"{exc.sqlstate}: {exc}")
+                        self.failed.append((shop, checkout, time.monotonic(), exc.sqlstate))
         finally:
             with self.lock:
                 self.retries += client.retries
@@ -449,6 +455,7 @@ class Buyers:
     def _note(self, shop: int, checkout: uuid.UUID, outcome: str, units: int) -> None:
         with self.lock:
             self.answers.append((shop, checkout, outcome, units))
+            self.times.append((shop, time.monotonic()))
 
 
 def told_vs_holds(dsn: str, answers: list[tuple[int, uuid.UUID, str, int]]) -> list[str]:
@@ -518,6 +525,44 @@ def test_move_under_load_loses_and_doubles_nothing() -> None:
             one(layout.router.dsn, "SELECT phase FROM stockpool.moves ORDER BY move_id DESC LIMIT 1")
             == "done"
         )
+
+
+def test_node_stopped_mid_load_fails_its_shops_only_and_carries_on() -> None:
+    """Buyers on both nodes' shops (no retries: every failure is seen); node A
+    stops (immediate) for 2 s and starts again."""
+    with throwaway_layout(2) as layout:
+        on_a = [shop_on(layout, 0, skip=s) for s in range(3)]
+        on_b = [shop_on(layout, 1, skip=s) for s in range(3)]
+        for shop in (*on_a, *on_b):
+            one(layout.router.dsn, "SELECT stockpool.set_stock(%s, 1, 1, 100000)", (shop,))
+        node_a = layout.node_of(layout.report.nodes[0])
+        with Buyers(layout.router.dsn, [*on_a, *on_b], threads=6, retry=RetryPolicy(attempts=1)) as buyers:
+            time.sleep(1.0)
+            stopping = time.monotonic()
+            node_a.stop("immediate")
+            down_from = time.monotonic()
+            time.sleep(2.0)
+            down_until = time.monotonic()
+            node_a.start()
+            up_at = time.monotonic()
+            time.sleep(2.0)
+        failed_shops = {shop for shop, _, _, _ in buyers.failed}
+        states = {state for _, _, _, state in buyers.failed}
+        assert failed_shops and failed_shops <= set(on_a), buyers.errors[:3]
+        assert states <= {"08006"}, buyers.errors[:3]
+        assert all(stopping <= when <= up_at + 0.5 for _, _, when, _ in buyers.failed)
+        during = [shop for shop, when in buyers.times if down_from + 0.2 < when < down_until]
+        assert any(shop in on_b for shop in during) and not any(shop in on_a for shop in during)
+        after = [shop for shop, when in buyers.times if when > up_at + 0.5]
+        assert any(shop in on_a for shop in after)
+        # What the buyers were told stands. A checkout whose call failed may
+        # or may not have committed that call (the outcome of a lost
+        # connection is unknown): only checkouts without a failure count.
+        unknown = {checkout for _, checkout, _, _ in buyers.failed}
+        for name, shops in ((layout.report.nodes[0], on_a), (layout.report.nodes[1], on_b)):
+            told = [a for a in buyers.answers if a[0] in shops and a[1] not in unknown]
+            assert told_vs_holds(layout.node_of(name).dsn, told) == []
+        assert q(layout.router.dsn, "SELECT * FROM stockpool.check_invariants()") == []
 
 
 def test_move_checks_catch_a_lost_hold() -> None:
