@@ -22,21 +22,6 @@ CREATE TABLE IF NOT EXISTS stockpool.node_partitions (
 COMMENT ON TABLE stockpool.node_partitions IS
 'The logical partitions (0..63) whose shops this node serves; written only by the router''s deploy and move.';
 
--- _partition_of: the logical partition of a shop, 0..63. The router's
--- copy is the same function: both must agree, and PostgreSQL's hashint8
--- is the same on every server of one major version.
-CREATE OR REPLACE FUNCTION stockpool._partition_of(p_shop_id bigint)
-RETURNS integer
-LANGUAGE sql
-IMMUTABLE
-PARALLEL SAFE
-AS $function$
-    SELECT pg_catalog.hashint8(p_shop_id) & 63;
-$function$;
-
-COMMENT ON FUNCTION stockpool._partition_of(bigint) IS
-'Internal: the logical partition (0..63) of a shop, as the router computes it.';
-
 -- _owns_shop: the guard of every routed call. Returns (one row, nothing in
 -- it) when this node serves the shop's partition; raises SP020 otherwise.
 -- A NULL shop passes, so that the API function raises its own 22004.
@@ -114,6 +99,5 @@ COMMENT ON FUNCTION stockpool._misplaced() IS
 'Internal: the placement invariant of a routed node (rows of shops whose partition it does not serve).';
 
 REVOKE ALL ON TABLE stockpool.node_partitions FROM public;
-REVOKE ALL ON FUNCTION stockpool._partition_of(bigint) FROM public;
 REVOKE ALL ON FUNCTION stockpool._owns_shop(bigint) FROM public;
 REVOKE ALL ON FUNCTION stockpool._misplaced() FROM public;

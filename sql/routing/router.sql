@@ -61,20 +61,6 @@ ON stockpool.moves (partition) WHERE phase <> 'done';
 COMMENT ON TABLE stockpool.moves IS
 'Partition moves: fencing (calls refused, rows being copied), switched (the target serves it; the source''s copy is being removed), done.';
 
--- _partition_of: the logical partition of a shop, 0..63; the nodes have the
--- same function.
-CREATE OR REPLACE FUNCTION stockpool._partition_of(p_shop_id bigint)
-RETURNS integer
-LANGUAGE sql
-IMMUTABLE
-PARALLEL SAFE
-AS $function$
-    SELECT pg_catalog.hashint8(p_shop_id) & 63;
-$function$;
-
-COMMENT ON FUNCTION stockpool._partition_of(bigint) IS
-'Internal: the logical partition (0..63) of a shop.';
-
 -- _route: the PL/Proxy RUN ON function of every call that names a shop.
 -- Returns the shop's partition number (PL/Proxy masks it with 63 and runs
 -- the call on that partition's connection) when the partition is active;
@@ -132,5 +118,4 @@ COMMENT ON FUNCTION stockpool._unreachable(text) IS
 'Internal: a PL/Proxy failure as 08006 when a node cannot be reached (XX000 otherwise).';
 
 REVOKE ALL ON TABLE stockpool.nodes, stockpool.partition_map, stockpool.moves FROM public;
-REVOKE ALL ON FUNCTION stockpool._partition_of(bigint) FROM public;
 REVOKE ALL ON FUNCTION stockpool._route(bigint) FROM public;

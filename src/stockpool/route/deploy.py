@@ -158,6 +158,7 @@ def _prepare_node(node: Node, roles: Roles, password: str) -> str:
     with connect(node.dsn, "node") as conn:
         with conn.transaction():
             conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(roles.owner)))
+            conn.execute((sql_dir() / "routing" / "partition.sql").read_bytes())
             conn.execute((sql_dir() / "routing" / "node.sql").read_bytes())
         _ensure_login(conn, ROUTER_ROLE, verifier, (roles.app,))
         _ensure_login(conn, ROUTER_OPS_ROLE, verifier, (roles.worker, roles.monitor))
@@ -308,6 +309,7 @@ def _deploy_router_locked(router: psycopg.Connection, nodes: list[Node], roles: 
         owner = sql.Identifier(roles.owner)
         router.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS stockpool AUTHORIZATION {}").format(owner))
         router.execute(sql.SQL("SET LOCAL ROLE {}").format(owner))
+        router.execute((sql_dir() / "routing" / "partition.sql").read_bytes())
         router.execute((sql_dir() / "routing" / "router.sql").read_bytes())
         for node in nodes:
             cur.execute(
