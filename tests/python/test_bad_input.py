@@ -44,6 +44,7 @@ SHOP = 1
 K1 = (SHOP, 1, 1)  # on hand 10 (9 after CLAIMED), held by HELD (2) and EXPIRED (1)
 K2 = (SHOP, 2, 1)  # on hand 5, held by HELD (1)
 KBIG = (SHOP, 4, 1)  # on hand close to the integer limit
+KN = (SHOP, 7, 1)  # named: seats A, B (held by NAMED_HELD), C (sold to NAMED_SOLD), D
 UNKNOWN_ITEM = (SHOP, 999, 1)
 UNKNOWN_SHOP = (999, 1, 1)
 
@@ -53,6 +54,8 @@ RELEASED = uuid.UUID(int=3)  # K2 x1, released
 EXPIRED = uuid.UUID(int=4)  # K1 x1, expired, not swept yet
 SWEPT = uuid.UUID(int=5)  # K2 x1, expired and swept
 NOBODY = uuid.UUID(int=6)  # never used
+NAMED_HELD = uuid.UUID(int=7)  # KN: B, live
+NAMED_SOLD = uuid.UUID(int=8)  # KN: C, claimed
 
 SIGNATURES = {
     "set_stock": ("bigint", "bigint", "bigint", "integer"),
@@ -65,6 +68,10 @@ SIGNATURES = {
     "replenish_pool": ("bigint", "bigint", "bigint", "integer"),
     "take_units": ("bigint", "bigint", "bigint", "integer"),
     "configure_pool": ("bigint", "bigint", "bigint", "integer", "integer", "integer"),
+    "set_named_units": ("bigint", "bigint", "bigint", "text[]", "integer[]"),
+    "retire_named_units": ("bigint", "bigint", "bigint", "text[]"),
+    "reserve_named": ("bigint", "bigint", "bigint", "integer", "uuid", "interval", "boolean"),
+    "reserve_labels": ("bigint", "bigint", "bigint", "text[]", "uuid", "interval"),
 }
 
 
@@ -117,6 +124,10 @@ def build_world(conn: psycopg.Connection) -> None:
     _cart(conn, RELEASED, [(2, 1, 1)], "1 day")
     assert conn.execute("SELECT stockpool.release(%s, %s)", (SHOP, RELEASED)).fetchone() == (1,)
     _cart(conn, EXPIRED, [(1, 1, 1)], "1 millisecond")
+    conn.execute(call_sql("set_named_units"), (*KN, ["A", "B", "C", "D"], None))
+    assert conn.execute(call_sql("reserve_labels"), (*KN, ["B"], NAMED_HELD, "1 day")).fetchone() == (True,)
+    assert conn.execute(call_sql("reserve_labels"), (*KN, ["C"], NAMED_SOLD, "1 day")).fetchone() == (True,)
+    assert conn.execute("SELECT stockpool.claim(%s, %s)", (SHOP, NAMED_SOLD)).fetchone() == (1,)
     time.sleep(0.01)
     statuses: dict[Any, str] = dict(
         conn.execute("SELECT checkout_id, string_agg(DISTINCT status, ',') FROM stockpool.holds GROUP BY 1")
@@ -127,6 +138,8 @@ def build_world(conn: psycopg.Connection) -> None:
         RELEASED: "released",
         EXPIRED: "held",
         SWEPT: "expired",
+        NAMED_HELD: "held",
+        NAMED_SOLD: "claimed",
     }
 
 
@@ -291,6 +304,53 @@ CASES: list[Case] = [
     ("configure_pool", (*K1, N, N, -1), "22023"),
     ("configure_pool", (*UNKNOWN_ITEM, 10, N, N), "SP001"),
     ("configure_pool", (*UNKNOWN_SHOP, N, N, N), "SP001"),
+    # named units: counted calls on a named key
+    ("set_stock", (*KN, 10), "SP010"),
+    ("reserve_units", (*KN, 1, NOBODY, "1 day"), "SP010"),
+    # set_named_units
+    *_nulls("set_named_units", (*KN, ["X"], [9]), required=[0, 1, 2, 3]),
+    ("set_named_units", (*KN, ["X", N], N), "22004"),
+    ("set_named_units", (*KN, ["X", "Y"], [9, N]), "22004"),
+    ("set_named_units", (*KN, [], N), "22023"),
+    ("set_named_units", (*KN, ["X", "Y"], [9]), "22023"),
+    ("set_named_units", (*KN, ["A"], N), "SP011"),
+    ("set_named_units", (*KN, ["X", "X"], N), "SP011"),
+    ("set_named_units", (*KN, ["X"], [2]), "SP011"),
+    ("set_named_units", (*K1, ["X"], N), "SP010"),
+    # retire_named_units
+    *_nulls("retire_named_units", (*KN, ["D"])),
+    ("retire_named_units", (*KN, ["D", N]), "22004"),
+    ("retire_named_units", (*KN, []), "22023"),
+    ("retire_named_units", (*KN, ["D", "D"]), "22023"),
+    ("retire_named_units", (*KN, ["D", "Z"]), "SP013"),
+    ("retire_named_units", (*KN, ["D", "B"]), "SP012"),
+    ("retire_named_units", (*KN, ["C"]), "SP012"),
+    ("retire_named_units", (*K1, ["D"]), "SP010"),
+    ("retire_named_units", (*UNKNOWN_ITEM, ["D"]), "SP001"),
+    # reserve_named
+    *_nulls("reserve_named", (*KN, 1, NOBODY, "1 day", False)),
+    ("reserve_named", (*KN, 0, NOBODY, "1 day", False), "22023"),
+    ("reserve_named", (*KN, INT_MIN, NOBODY, "1 day", False), "22023"),
+    ("reserve_named", (*KN, 1, NOBODY, "0 seconds", False), "22023"),
+    ("reserve_named", (*UNKNOWN_ITEM, 1, NOBODY, "1 day", False), "SP001"),
+    ("reserve_named", (*K1, 1, NOBODY, "1 day", False), "SP010"),
+    ("reserve_named", (*KN, 2, NAMED_HELD, "1 day", False), "SP007"),
+    ("reserve_named", (*KN, 1, NAMED_HELD, "1 day", False), _returns(["B"])),  # a retry
+    ("reserve_named", (*KN, 1, NAMED_SOLD, "1 day", True), _returns(["C"])),  # a retry after the claim
+    ("reserve_named", (*KN, 3, NOBODY, "1 day", False), _returns(None)),  # two are free
+    ("reserve_named", (*KN, 2, NOBODY, "1 day", True), _returns(None)),  # A and D are not side by side
+    # reserve_labels
+    *_nulls("reserve_labels", (*KN, ["A"], NOBODY, "1 day")),
+    ("reserve_labels", (*KN, ["A", N], NOBODY, "1 day"), "22004"),
+    ("reserve_labels", (*KN, [], NOBODY, "1 day"), "22023"),
+    ("reserve_labels", (*KN, ["A", "A"], NOBODY, "1 day"), "22023"),
+    ("reserve_labels", (*KN, ["A"], NOBODY, "-1 second"), "22023"),
+    ("reserve_labels", (*KN, ["A", "Z"], NOBODY, "1 day"), "SP013"),
+    ("reserve_labels", (*UNKNOWN_ITEM, ["A"], NOBODY, "1 day"), "SP001"),
+    ("reserve_labels", (*K1, ["A"], NOBODY, "1 day"), "SP010"),
+    ("reserve_labels", (*KN, ["A"], NAMED_HELD, "1 day"), "SP007"),
+    ("reserve_labels", (*KN, ["B"], NAMED_HELD, "1 day"), _returns(True)),  # a retry
+    ("reserve_labels", (*KN, ["A", "C"], NOBODY, "1 day"), _returns(False)),  # C is sold
 ]
 
 
@@ -303,7 +363,13 @@ def _case_id(case: Case) -> str:
         elif isinstance(a, uuid.UUID):
             shown.append(
                 {HELD: "HELD", CLAIMED: "CLAIMED", RELEASED: "RELEASED", EXPIRED: "EXPIRED"}.get(
-                    a, {SWEPT: "SWEPT", NOBODY: "NOBODY"}.get(a, "?")
+                    a,
+                    {
+                        SWEPT: "SWEPT",
+                        NOBODY: "NOBODY",
+                        NAMED_HELD: "NAMED_HELD",
+                        NAMED_SOLD: "NAMED_SOLD",
+                    }.get(a, "?"),
                 )
             )
         else:
