@@ -105,7 +105,8 @@ RETURNS void
 LANGUAGE plpgsql
 AS $function$
 BEGIN
-    IF p_message ~ '(connect|PQ|poll|Lost result|Unfinished connection|query timeout|server closed)' THEN
+    IF p_message !~ ' REMOTE '
+        AND p_message ~ '(connect|PQ|poll|Lost result|Unfinished connection|query timeout|server closed)' THEN
         RAISE EXCEPTION 'a stockpool node cannot be reached: %', p_message
             USING ERRCODE = '08006',
                   HINT = 'Its shops'' calls fail until it is back; other nodes'' shops are unaffected.';

@@ -704,6 +704,15 @@ def test_adding_a_node_keeps_the_map_and_dropping_one_is_refused() -> None:
         mover.move(layout.router.dsn, part, third.dsn)
         assert one(third.dsn, "SELECT on_hand FROM stockpool.stock WHERE shop_id = %s", (shop,)) == 7
         assert one(layout.router.dsn, "SELECT stockpool.adjust_stock(%s, 1, 1, 1)", (shop,)) == 8
+        # A re-deploy drops what a node no longer has.
+        with psycopg.connect(layout.router.dsn, autocommit=True) as conn:
+            conn.execute(
+                "CREATE FUNCTION stockpool.retired_call(p_shop_id bigint) RETURNS int"
+                " LANGUAGE sql AS 'SELECT 1'"
+            )
+        deploy_router(layout.router.dsn, [layout.nodes[0].dsn, layout.nodes[1].dsn, third.dsn])
+        assert q(layout.router.dsn, "SELECT 1 FROM pg_proc WHERE proname = 'retired_call'") == []
+        assert api_differences(layout.nodes[0].dsn, layout.router.dsn) == []
         with pytest.raises(StockpoolError, match="serve partitions but are not in --nodes"):
             deploy_router(layout.router.dsn, [layout.nodes[0].dsn, layout.nodes[1].dsn])
 

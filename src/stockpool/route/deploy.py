@@ -44,6 +44,7 @@ from stockpool.errors import StockpoolError, first_line, redact
 from stockpool.install.deploy import DEPLOY_LOCK_ID, Roles, _ensure_role, deploy
 from stockpool.route.functions import (
     APP_CLUSTER,
+    GENERATED_SQL,
     OPS_CLUSTER,
     ApiFunction,
     ApiView,
@@ -342,6 +343,8 @@ def _deploy_router_locked(router: psycopg.Connection, nodes: list[Node], roles: 
         _user_mappings(router, password)
         with connect(nodes[0].dsn, "node") as first:
             functions, views = read_api(first, roles.granted, roles.app)
+        for (drop,) in router.execute(GENERATED_SQL).fetchall():
+            router.execute(drop)
         for stmt in router_sql(functions, views, roles.owner):
             router.execute(stmt.encode())
         for grant in _router_privileges(roles, functions, views):

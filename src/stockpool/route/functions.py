@@ -282,8 +282,24 @@ def _view(view: ApiView) -> str:
     )
 
 
+# What an earlier deploy wrote, dropped before the API is written again, so
+# that a function a node no longer has (or whose result type changed) does not
+# linger on the router.
+GENERATED_SQL = """
+SELECT 'DROP VIEW ' || c.oid::regclass::text
+FROM pg_catalog.pg_class AS c
+WHERE c.relnamespace = 'stockpool'::regnamespace AND c.relkind = 'v'
+UNION ALL
+SELECT 'DROP FUNCTION ' || p.oid::regprocedure::text
+FROM pg_catalog.pg_proc AS p
+WHERE p.pronamespace = 'stockpool'::regnamespace
+  AND (p.proname !~ '^_' OR p.proname ~ '^_(node|all)_')
+"""
+
+
 def router_sql(functions: list[ApiFunction], views: list[ApiView], owner: str) -> list[str]:
-    """The statements that create the router's API. PL/Proxy is an untrusted
+    """The statements that create the router's API (after those of
+    GENERATED_SQL have dropped the previous one). PL/Proxy is an untrusted
     language: a superuser runs them, and hands each object to the owner."""
     own = sql.Identifier(owner).as_string(None)
     stmts: list[str] = []
