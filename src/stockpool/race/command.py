@@ -22,6 +22,7 @@ from stockpool.race.harness import HELPER_SESSIONS, SCENARIOS, SHAPES, Harness, 
 from stockpool.race.hot import hot
 from stockpool.race.nodes import race_nodes
 from stockpool.race.report import RunReport, render, write_json
+from stockpool.race.seats import seats
 from stockpool.race.sellout import sellout
 from stockpool.race.soak import SoakOptions, soak
 from stockpool.route.layout import throwaway_layout
@@ -55,7 +56,7 @@ class Plan:
 
     @property
     def max_clients(self) -> int:
-        counts = [self.clients] if {"sellout", "soak"} & set(self.scenarios) else []
+        counts = [self.clients] if {"sellout", "soak", "seats"} & set(self.scenarios) else []
         if "hot" in self.scenarios:
             counts += self.hot_clients
         return max(counts, default=1)
@@ -163,6 +164,16 @@ def run_plan(h: Harness, plan: Plan) -> list[RunReport]:
             )
             assert result.report is not None
             reports.append(result.report)
+        elif scenario == "seats":
+            reports += seats(
+                h.dsn,
+                plan.clients,
+                plan.per_client,
+                plan.units,
+                rollback_pct=plan.rollback_pct,
+                shape=plan.shape,
+                harness=h,
+            )
         elif scenario == "soak":
             reports.append(soak(h.dsn, plan.clients, plan.duration, harness=h, **asdict(plan.soak_options)))
         else:
@@ -324,17 +335,21 @@ def command(
         str | None,
         typer.Option(
             "--scenario",
-            help="Comma-separated: sellout, soak, hot. Default: sellout and a 30 s soak "
+            help="Comma-separated: sellout, soak, hot, seats. Default: sellout and a 30 s soak "
             "(sellout only with --shape naive).",
         ),
     ] = None,
     shape: Annotated[
         str, typer.Option(help="stockpool, or naive: the negative control that must FAIL.")
     ] = "stockpool",
-    clients: Annotated[int, typer.Option(help="Concurrent clients (sellout, soak).")] = 64,
-    per_client: Annotated[int, typer.Option(help="sellout: reservations per client.")] = 20,
-    units: Annotated[int, typer.Option(help="sellout: units on hand for the raced key.")] = 50,
-    rollback_pct: Annotated[int, typer.Option(help="sellout: percent of reservations rolled back.")] = 20,
+    clients: Annotated[int, typer.Option(help="Concurrent clients (sellout, soak, seats).")] = 64,
+    per_client: Annotated[int, typer.Option(help="sellout, seats: reservations per client.")] = 20,
+    units: Annotated[
+        int, typer.Option(help="sellout: units on hand for the raced key; seats: its seats.")
+    ] = 50,
+    rollback_pct: Annotated[
+        int, typer.Option(help="sellout, seats: percent of reservations rolled back.")
+    ] = 20,
     duration: Annotated[
         int | None, typer.Option(help="soak: seconds (60; 30 in the default sellout + soak run).")
     ] = None,

@@ -32,7 +32,7 @@ from stockpool.server.target import connect
 
 PGBENCH_DIR = Path(__file__).resolve().parent / "pgbench"
 
-SCENARIOS = ("sellout", "soak", "hot")
+SCENARIOS = ("sellout", "soak", "hot", "seats")
 SHAPES = ("stockpool", "naive")
 APP_PREFIX = "stockpool-race/"
 # Sessions a run opens beside its pgbench clients: the harness's own

@@ -146,7 +146,7 @@ WITH asked AS (
     FROM stockpool_race.outcomes AS o
     CROSS JOIN LATERAL ROWS FROM (pg_catalog.unnest(o.item_ids), pg_catalog.unnest(o.quantities))
         AS l (item_id, quantity)
-    WHERE o.run_id = %(run)s
+    WHERE o.run_id = ANY(%(runs)s)
     GROUP BY o.checkout_id, o.shop_id, l.item_id, o.intent, o.reserved, o.settled, o.settled_units
 ),
 held AS ({HELD}),
@@ -194,14 +194,22 @@ WHERE o.run_id = %(run)s
 
 
 def client_outcomes(
-    conn: psycopg.Connection[TupleRow], run_id: int, keys: KeyRange, *, final: bool = False
+    conn: psycopg.Connection[TupleRow],
+    run_id: int,
+    keys: KeyRange,
+    *,
+    final: bool = False,
+    runs: Sequence[int] = (),
 ) -> Check:
     """What clients saw committed against stockpool.holds (see the module docstring).
 
     ``final``: also require abandoned holds past their TTL to be expired, which
-    holds only after a sweep at the end of a run.
+    holds only after a sweep at the end of a run. ``runs``: every run whose
+    clients reserved on ``keys`` (default: ``run_id`` alone); the counts are
+    ``run_id``'s.
     """
-    rows = conn.execute(CLIENT_OUTCOMES, {**keys.params, "run": run_id, "final": final}).fetchall()
+    params = {**keys.params, "runs": list(runs or (run_id,)), "final": final}
+    rows = conn.execute(CLIENT_OUTCOMES, params).fetchall()
     counts = conn.execute(OUTCOME_COUNTS, {"run": run_id}).fetchone() or (0, 0, 0, 0, 0)
     reserved, refused, claimed, released, still_open = counts
     name = "client-seen holds = stockpool.holds"

@@ -42,6 +42,13 @@ CREATE TABLE IF NOT EXISTS stockpool_race.outcomes (
     CONSTRAINT outcomes_settled_known CHECK (settled IN ('claimed', 'released'))
 );
 
+-- Named units (the seats scenario): the labels the client was told it holds
+-- (reserve_named's answer, or the pick reserve_labels held) and which call it
+-- made (one, many, adjacent, pick). NULL for counted keys.
+ALTER TABLE stockpool_race.outcomes
+    ADD COLUMN IF NOT EXISTS labels text[],
+    ADD COLUMN IF NOT EXISTS call text;
+
 -- The negative control: a plain counter that clients read, decrement in the
 -- client and write back without a lock, and the sales they saw committed.
 CREATE TABLE IF NOT EXISTS stockpool_race.naive_stock (
@@ -59,6 +66,17 @@ CREATE TABLE IF NOT EXISTS stockpool_race.naive_sales (
 
 CREATE INDEX IF NOT EXISTS naive_sales_run_idx
     ON stockpool_race.naive_sales (run_id);
+
+-- The seats scenario's negative control: one row per seat, taken by writing
+-- the checkout into it; clients look for the first free seat, then take it
+-- without a lock (see race_seats_naive.sql).
+CREATE TABLE IF NOT EXISTS stockpool_race.naive_seats (
+    run_id bigint NOT NULL,
+    label text NOT NULL,
+    position integer NOT NULL,
+    checkout_id uuid,
+    CONSTRAINT naive_seats_pkey PRIMARY KEY (run_id, position)
+);
 
 -- A checkout id that a client can rebuild from its own counters, so a retried
 -- pgbench transaction (40001/40P01) reuses the same checkout and stays
