@@ -9,6 +9,7 @@ how fast this machine is.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -518,3 +519,155 @@ def test_bench_without_matplotlib_says_what_to_install(monkeypatch: pytest.Monke
     assert err.value.hint is not None and "stockpool[bench]" in err.value.hint
     monkeypatch.undo()
     chart.require_chart_library()  # installed here: no error
+
+
+def _seat_figures(calls: int, held_calls: int, blocks_left: int, near: float | None) -> dict[str, Any]:
+    return {
+        "units": 1000,
+        "calls": calls,
+        "reserved_calls": held_calls,
+        "success": held_calls / calls,
+        "near_sellout_calls": 10,
+        "near_sellout_success": near,
+        "free_at_end": 150,
+        "free_blocks_at_end": blocks_left,
+        "fill_at_end": 0.85,
+    }
+
+
+def test_seats_bar_arithmetic() -> None:
+    """The seats bar on hand-made cells: fixed figures, fixed verdicts, both ways."""
+    run = _hand_made_run([1, 8, 32, 512], seat_clients=[1, 8, 32, 512])
+
+    def cell(kind: str, name: str, clients: int, tps: float, **more: Any) -> model.Cell:
+        return model.Cell(
+            kind=kind,
+            name=name,
+            clients=clients,
+            seconds=1,
+            transactions=int(tps),
+            tps=tps,
+            reserved=int(tps),
+            **more,
+        )
+
+    run.cells += [
+        cell("strategy", "stockpool", 1, 100.0),
+        cell("strategy", "stockpool", 8, 1000.0),
+        cell("strategy", "stockpool", 32, 1000.0),
+        cell("strategy", "stockpool", 512, 1000.0),
+        cell("seats", "named_1", 1, 10.0),  # 1 client is not part of the bar
+        cell("seats", "named_1", 8, 800.0),
+        cell("seats", "named_1", 32, 790.0),
+        cell("seats", "named_1", 512, 1200.0),
+        cell("seats", "cloakroom", 1, 500.0),
+        cell("seats", "cloakroom", 8, 900.0),  # faster than named_1, but 8 is below 32
+        cell("seats", "cloakroom", 32, 400.0),
+        cell("seats", "cloakroom", 512, 700.0),
+    ]
+    for n in (1, 8, 32, 512):
+        adjacent = cell("seats", "named_4_adjacent", n, 100.0, seats=_seat_figures(100, 40, 0, 0.5))
+        adjacent.units_per_transaction, adjacent.reserved = 4, 160
+        run.cells.append(adjacent)
+    checks = bars.seats_bar(run)
+    assert [(c.name, c.passed, c.detail.split(";")[0]) for c in checks] == [
+        (
+            "seats: reserve_named of 1 >= 0.8 x counted reserve_units at 8, 32, 512 clients",
+            False,
+            "8: 0.80x, 32: 0.79x, 512: 1.20x",
+        ),
+        (
+            "seats: reserve_named of 1 >= 2 x the cloakroom shape at 32, 512 clients",
+            False,
+            "32: 1.98x, 512: 1.71x",
+        ),
+        (
+            "seats: 4 adjacent refused only when no block of 4 is free",
+            True,
+            "1: 40% of 100 calls held, near sellout 50%, 85% sold, 0 blocks left",
+        ),
+    ]
+    # Passing the first two; an invalid cell (clients aborted) fails whatever its rate;
+    # a refusal while a block of 4 is left at the end is an undersell.
+    run.cell("seats", "named_1", 32).tps = 810.0  # type: ignore[union-attr]
+    run.cell("seats", "named_1", 512).tps = 1400.0  # type: ignore[union-attr]
+    checks = bars.seats_bar(run)
+    assert [c.passed for c in checks] == [True, True, True]
+    assert checks[1].detail == "32: 2.02x, 512: 2.00x"
+    run.cell("seats", "cloakroom", 512).aborted = 2  # type: ignore[union-attr]
+    run.cell("seats", "named_4_adjacent", 8).seats = _seat_figures(100, 40, 3, None)  # type: ignore[union-attr]
+    checks = bars.seats_bar(run)
+    assert [(c.passed, c.detail) for c in checks[1:]] == [
+        (False, "32: 2.02x, 512: -"),
+        (False, "8: 60 refused with 3 blocks free"),
+    ]
+    assert bars.seats_bar(_hand_made_run([8])) == []
+
+
+def test_seat_figures_near_sellout() -> None:
+    """Success near sellout: the seconds that began with 90% of what the cell
+    sold held, up to the second the last seat was held, not the refusals after."""
+    cell = model.Cell(kind="seats", name="named_4_adjacent", clients=4, seconds=5, transactions=100)
+    cell.units_per_transaction, cell.reserved = 4, 200
+    held = {100: 120, 101: 60, 102: 16, 103: 4}  # seats held per second: 200 in all
+    ends = {100: 30, 101: 15, 102: 20, 103: 10, 104: 25}  # calls per second: 100 in all
+    figures = runner.seat_figures(cell, 250, 50, 0, held, ends)
+    # 180 of 200 sold before second 102 (90%): near sellout = seconds 102 and 103, not 104.
+    assert figures["near_sellout_calls"] == 30
+    assert figures["near_sellout_success"] == round(5 / 30, 4)
+    assert figures["success"] == 0.5 and figures["reserved_calls"] == 50
+    assert figures["fill_at_end"] == 0.8
+    assert runner.seat_span(20) == 20 and runner.seat_span(21) == 23
+
+
+def test_seats_only_keeps_what_the_seats_are_compared_with() -> None:
+    config = _hand_made_run([1, 8], seat_clients=[8, 32], catalogue_keys=10, pooler="pgbouncer").config
+    config.strategies, config.cart, config.soak_seconds = ["ceiling", "counter", "stockpool"], True, 60
+    command.only_seats(config)
+    assert (config.clients, config.strategies, config.cart, config.catalogue_keys) == (
+        [8, 32],
+        ["ceiling", "stockpool"],
+        False,
+        0,
+    )
+    assert (config.pooler, config.soak_seconds, config.shapes) == ("none", 0, [])
+
+
+@pytest.mark.slow
+def test_seats_cells_run_small(pg_server: Any) -> None:
+    """A real seats run, tiny: 4 clients, 2 s cells, 1,000 seats for the adjacent
+    cell. Every call of the 1-seat, pick and cloakroom cells held its seat, the
+    adjacent cell sold the key out with no block of 4 left, stockpool's
+    invariants held, and the report has the section and the bar."""
+    config = _hand_made_run([4], seat_clients=[4], seat_units=1000).config
+    config.seconds, config.jobs = 2, 2
+    bench = runner.Bench(pg_server.dsn("postgres"), config, lambda _: None)
+    assert bench.plan() == [
+        ("strategy", "ceiling", 4),
+        ("strategy", "stockpool", 4),
+        *[("seats", name, 4) for name in model.SEAT_CELLS],
+    ]
+    result = bench.execute()
+    for name in ("named_1", "labels_pick", "cloakroom"):
+        cell = result.cell("seats", name, 4)
+        assert cell is not None and cell.valid, (name, cell and cell.notes)
+        assert cell.units_available >= 1000 and cell.seats is not None
+        # Nothing sold out: every call held a seat (a pick may lose a race for its seat).
+        assert cell.transactions - 4 <= cell.reserved <= cell.transactions + 4, cell
+        assert cell.seats["free_at_end"] == cell.units_available - cell.reserved
+    adjacent = result.cell("seats", "named_4_adjacent", 4)
+    assert adjacent is not None and adjacent.valid and adjacent.seats is not None
+    figures = adjacent.seats
+    assert adjacent.transactions == 4 * math.ceil(1.5 * 1000 / 4 / 4)
+    assert adjacent.reserved % 4 == 0 and 0 < adjacent.reserved <= 1000
+    assert figures["free_blocks_at_end"] == 0, "a refused call must mean no block was left"
+    assert figures["calls"] > figures["reserved_calls"] == adjacent.reserved // 4
+    assert figures["near_sellout_success"] is None or 0 <= figures["near_sellout_success"] <= 1
+    for name in ("named_1", "labels_pick", "named_4_adjacent"):
+        cell = result.cell("seats", name, 4)
+        assert cell is not None and cell.invariant_violations == 0
+    text = markdown.markdown(result, None)
+    assert "## Seats: a ticket drop on one hot named key" in text and "### The bar for seats" in text
+    assert [c.name for c in bars.seats_bar(result)] == [
+        "seats: 4 adjacent refused only when no block of 4 is free"
+    ]

@@ -4,7 +4,9 @@
 the other strategies), :func:`checkout_bar` the claims' (a claim costs what a
 release does), :func:`catalogue_bar` the catalogue's (a key nobody contends
 costs what a counter costs), :func:`pooled_bar` the pooler's (behind
-pgbouncer, a thousand clients keep stockpool's best direct rate);
+pgbouncer, a thousand clients keep stockpool's best direct rate),
+:func:`seats_bar` the named units' (one seat costs about what a counted unit
+does and beats the cloakroom's shape);
 :func:`every_bar` all of them.
 """
 
@@ -314,6 +316,95 @@ def pooled_bar(run: BenchRun) -> list[Check]:
     return checks
 
 
+SEATS_VS_COUNTED = 0.8  # reserve_named of 1 seat: x counted reserve_units, at 8 clients and up
+SEATS_COUNTED_FROM = 8
+SEATS_VS_CLOAKROOM = 2.0  # reserve_named of 1 seat: x the cloakroom shape, from 32 clients up
+SEATS_CLOAKROOM_FROM = 32
+
+
+def seat_counts(run: BenchRun) -> list[int]:
+    return sorted({c.clients for c in run.cells if c.kind == "seats"})
+
+
+def seat_rate(run: BenchRun, name: str, clients: int) -> float | None:
+    cell = run.cell("seats", name, clients)
+    return cell.rate if cell and cell.valid else None
+
+
+def _seat_ratio_check(run: BenchRun, name: str, counts: list[int], floor: float, versus: str) -> Check:
+    """reserve_named of 1 seat against counted stockpool or the cloakroom at each of ``counts``."""
+    bad, details = [], []
+    for n in counts:
+        reference = (
+            _strategy_rate(run, "stockpool", n) if versus == "stockpool" else seat_rate(run, versus, n)
+        )
+        r = ratio(seat_rate(run, "named_1", n), reference)
+        details.append(f"{n}: {times(r)}")
+        if r is None or r < floor:
+            bad.append(str(n))
+    return Check(name, not bad, ", ".join(details))
+
+
+def seats_bar(run: BenchRun) -> list[Check]:
+    """Issue 15's bar: one seat of a hot named key costs about what one counted
+    unit does, and beats the cloakroom's lowest-position-first shape; the
+    adjacent case never answers NULL while a block is left."""
+    counts = seat_counts(run)
+    if not counts:
+        return []
+    checks: list[Check] = []
+    counted = [n for n in counts if n >= SEATS_COUNTED_FROM]
+    if counted:
+        checks.append(
+            _seat_ratio_check(
+                run,
+                f"seats: reserve_named of 1 >= {SEATS_VS_COUNTED:g} x counted reserve_units at "
+                f"{', '.join(map(str, counted))} clients",
+                counted,
+                SEATS_VS_COUNTED,
+                "stockpool",
+            )
+        )
+    crowded = [n for n in counts if n >= SEATS_CLOAKROOM_FROM]
+    if crowded:
+        checks.append(
+            _seat_ratio_check(
+                run,
+                f"seats: reserve_named of 1 >= {SEATS_VS_CLOAKROOM:g} x the cloakroom shape at "
+                f"{', '.join(map(str, crowded))} clients",
+                crowded,
+                SEATS_VS_CLOAKROOM,
+                "cloakroom",
+            )
+        )
+    # 4 adjacent: a refused call while a block of 4 is still free at the end
+    # (no release, no rollback in the cell: blocks only disappear) is an undersell.
+    bad, details = [], []
+    for n in counts:
+        cell = run.cell("seats", "named_4_adjacent", n)
+        figures = (cell.seats if cell else None) or {}
+        if not figures:
+            bad.append(f"{n}: not measured")
+            continue
+        refused = figures["calls"] - figures["reserved_calls"]
+        near = figures["near_sellout_success"]
+        details.append(
+            f"{n}: {figures['success']:.0%} of {figures['calls']:,} calls held"
+            f", near sellout {'-' if near is None else format(near, '.0%')}"
+            f", {figures['fill_at_end']:.0%} sold, {figures['free_blocks_at_end']} blocks left"
+        )
+        if refused and figures["free_blocks_at_end"]:
+            bad.append(f"{n}: {refused} refused with {figures['free_blocks_at_end']} blocks free")
+    checks.append(
+        Check(
+            "seats: 4 adjacent refused only when no block of 4 is free",
+            not bad,
+            "; ".join(bad) if bad else "; ".join(details),
+        )
+    )
+    return checks
+
+
 def every_bar(run: BenchRun) -> list[Check]:
     """Every bar of the run, in the report's order."""
-    return [*bar(run), *checkout_bar(run), *catalogue_bar(run), *pooled_bar(run)]
+    return [*bar(run), *checkout_bar(run), *catalogue_bar(run), *pooled_bar(run), *seats_bar(run)]

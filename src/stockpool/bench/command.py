@@ -19,6 +19,7 @@ from stockpool.bench.model import (
     DEFAULT_CLIENTS,
     POOLED_CLIENTS,
     RESULTS_DIR,
+    SEAT_UNITS,
     SHAPES,
     STRATEGIES,
     BenchConfig,
@@ -73,6 +74,18 @@ def _router_bench(dsn: str | None, clients: list[int], seconds: int, nodes: int,
         console.print(f"wrote {path}")
 
 
+def only_seats(config: BenchConfig) -> None:
+    """``--seats-only``: the seats cells, and the ceiling and counted stockpool
+    cells they are compared with, nothing else."""
+    config.clients = list(config.seat_clients)
+    config.strategies = ["ceiling", "stockpool"]
+    config.shapes, config.shape_clients = [], []
+    config.cart = config.checkouts = False
+    config.catalogue_keys = 0
+    config.pooler = "none"
+    config.soak_seconds = 0
+
+
 def command(
     dsn: Annotated[
         str | None,
@@ -125,6 +138,27 @@ def command(
     pooled_clients: Annotated[str, typer.Option(help="Client counts for the pooled cells.")] = ",".join(
         map(str, POOLED_CLIENTS)
     ),
+    seats: Annotated[
+        bool,
+        typer.Option(
+            help="Measure a ticket drop on one hot named key: reserve_named of 1 seat and of 4 adjacent "
+            "seats, reserve_labels of a random free pick, and the cloakroom shape."
+        ),
+    ] = True,
+    seat_clients: Annotated[
+        str | None, typer.Option(help="Client counts for the seats cells (default: --clients).")
+    ] = None,
+    seat_units: Annotated[
+        int, typer.Option(min=8, help="Seats of the hot named key (the 4-adjacent cell's, and the least).")
+    ] = SEAT_UNITS,
+    seats_only: Annotated[
+        bool,
+        typer.Option(
+            "--seats-only",
+            help="Only the seats cells, with the ceiling and counted stockpool cells of the same client "
+            "counts (no other strategy, shape, cart, checkout, catalogue, pooler or soak).",
+        ),
+    ] = False,
     soak_seconds: Annotated[int, typer.Option(min=0, help="Soak of the hot key (0: none).")] = 600,
     soak_clients: Annotated[int, typer.Option(min=1, help="Clients for the soak.")] = 128,
     jobs: Annotated[int, typer.Option(min=1, help="pgbench threads (-j).")] = max(2, os.cpu_count() or 2),
@@ -168,7 +202,13 @@ def command(
         soak_seconds=soak_seconds,
         soak_clients=soak_clients,
         jobs=jobs,
+        seat_clients=(_int_list(seat_clients, "--seat-clients") if seat_clients else client_list)
+        if seats or seats_only
+        else [],
+        seat_units=seat_units,
     )
+    if seats_only:
+        only_seats(config)
     try:
         chart.require_chart_library()
         pgbench.require()

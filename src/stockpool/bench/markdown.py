@@ -19,9 +19,11 @@ from stockpool.bench.bars import (
     pooled_cell,
     pooled_counts,
     rows_per_key,
+    seat_counts,
+    seats_bar,
 )
 from stockpool.bench.figures import fmt, ratio, times, top_wait
-from stockpool.bench.model import CATALOGUE_PER_KEY, BenchRun
+from stockpool.bench.model import CATALOGUE_PER_KEY, NEAR_SELLOUT, BenchRun, Cell
 from stockpool.checks import Check, verdict
 
 
@@ -111,6 +113,7 @@ def markdown(run: BenchRun, chart_name: str | None) -> str:
     lines += checkout_markdown(run)
     lines += catalogue_markdown(run)
     lines += pooled_markdown(run)
+    lines += seats_markdown(run)
     lines += _shapes_markdown(run)
     lines += _carts_markdown(run)
     lines += _soak_markdown(run)
@@ -458,4 +461,104 @@ def pooled_markdown(run: BenchRun) -> list[str]:
     lines += _md_table(POOLED_HEADER, pooled_rows(run))
     lines += ["", "### The bar behind a pooler", ""]
     lines += _checks_table(pooled_bar(run))
+    return lines
+
+
+SEATS_HEADER = [
+    "clients",
+    "ceiling res/s",
+    "counted reserve_units x ceiling",
+    "reserve_named 1 res/s",
+    "x ceiling",
+    "/ counted",
+    "/ cloakroom",
+    "CPU µs per reservation (named 1 / counted / cloakroom)",
+    "reserve_labels pick res/s",
+    "x ceiling",
+    "picks held",
+    "cloakroom res/s",
+    "x ceiling",
+    "4 adjacent seats/s",
+    "x ceiling",
+    "4 adjacent calls held (all / near sellout)",
+    "4 adjacent sold at the end",
+    "top wait event (named 1 / cloakroom)",
+]
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def _seat_cell(run: BenchRun, name: str, n: int) -> tuple[Cell | None, float | None, str]:
+    """A seats cell, its rate when valid, and '(!)' when not."""
+    cell = run.cell("seats", name, n)
+    rate = cell.rate if cell and cell.valid else None
+    return cell, rate, "" if cell is None or cell.valid else " (!)"
+
+
+def seats_rows(run: BenchRun) -> list[list[str]]:
+    out = []
+    for n in seat_counts(run):
+        ceiling = run.cell("strategy", "ceiling", n)
+        counted = run.cell("strategy", "stockpool", n)
+        top = ceiling.rate if ceiling else None
+        counted_rate = counted.rate if counted and counted.valid else None
+        one, one_rate, one_mark = _seat_cell(run, "named_1", n)
+        pick, pick_rate, pick_mark = _seat_cell(run, "labels_pick", n)
+        cloak, cloak_rate, cloak_mark = _seat_cell(run, "cloakroom", n)
+        block, block_rate, block_mark = _seat_cell(run, "named_4_adjacent", n)
+        figures = (block.seats if block else None) or {}
+        out.append(
+            [
+                str(n),
+                fmt(top),
+                times(ratio(counted_rate, top)),
+                fmt(one_rate) + one_mark,
+                times(ratio(one_rate, top)),
+                times(ratio(one_rate, counted_rate)),
+                times(ratio(one_rate, cloak_rate)),
+                " / ".join(fmt(c.cpu_us if c else None) for c in (one, counted, cloak)),
+                fmt(pick_rate) + pick_mark,
+                times(ratio(pick_rate, top)),
+                _pct(((pick.seats if pick else None) or {}).get("success")),
+                fmt(cloak_rate) + cloak_mark,
+                times(ratio(cloak_rate, top)),
+                fmt(block_rate) + block_mark,
+                times(ratio(block_rate, top)),
+                f"{_pct(figures.get('success'))} / {_pct(figures.get('near_sellout_success'))}",
+                f"{_pct(figures.get('fill_at_end'))} of {fmt(figures.get('units'))}, "
+                f"{fmt(figures.get('free_blocks_at_end'))} blocks left",
+                f"{top_wait(one) if one else '-'} / {top_wait(cloak) if cloak else '-'}",
+            ]
+        )
+    return out
+
+
+def seats_markdown(run: BenchRun) -> list[str]:
+    """The seats section of the markdown report (empty without seats cells)."""
+    if not seat_counts(run):
+        return []
+    lines = [
+        "",
+        "## Seats: a ticket drop on one hot named key",
+        "",
+        "One named key of seats in rows of 20 (an aisle between rows), one call per transaction: "
+        "stockpool.reserve_named of 1 seat, of 4 adjacent seats, and reserve_labels of a random free "
+        "pick (the first free seat at or after a random position, read from the key's free units, "
+        "then reserved: false when another buyer took it first), beside the cloakroom shape (a plain "
+        "table of seats: ORDER BY position FOR UPDATE SKIP LOCKED LIMIT 1, then UPDATE) and the "
+        "counted stockpool.reserve_units of this run. The 1-seat, pick and cloakroom cells get "
+        f"max({run.config.seat_units:,}, 1.5 x what the ceiling did in a cell's time) seats, so that "
+        f"none sells out while measured; the 4-adjacent cell sells {run.config.seat_units:,} seats out: "
+        "its clients make calls for 1.5 x the seats, however long that takes (the cell's own time). "
+        "Its rate is seats held per second of the cell, its calls held the share of calls answered "
+        f"with a block, overall and near sellout (the seconds that began with {NEAR_SELLOUT:.0%} of "
+        "the seats the cell sold held, up to the last one), and no block of 4 may be left free at the "
+        "end once a call was refused (nothing is released in the cell).",
+        "",
+    ]
+    lines += _md_table(SEATS_HEADER, seats_rows(run))
+    lines += ["", "### The bar for seats", ""]
+    lines += _checks_table(seats_bar(run))
     return lines

@@ -18,6 +18,7 @@ SHOW POOLS; their client CPU is pgbench's and pgbouncer's together.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -34,7 +35,10 @@ from stockpool.bench.model import (
     CATALOGUE_PER_KEY,
     MAX_UNIT_ROWS,
     MIN_UNIT_ROWS,
+    NEAR_SELLOUT,
     SAMPLE_INTERVAL,
+    SEAT_BLOCK,
+    SEAT_CELLS,
     SERIALIZABLE_TRIES,
     SOAK_SAMPLE_INTERVAL,
     BenchConfig,
@@ -73,6 +77,51 @@ class PoolHealth(Periodic):
         if row:
             self.samples.append(SoakSample(round(elapsed, 1), int(row[0]), int(row[1]), int(row[2])))
         return False
+
+
+# Throughput seats cells get at least this many seats, and 1.5 x what the
+# same run's ceiling did in a cell's time (a key sold out mid-cell would
+# measure refusals), at most SEAT_MAX_UNITS.
+SEAT_MAX_UNITS = 1_000_000
+SEAT_DEMAND = 1.5  # the 4-adjacent cell's calls ask for this many times the seats
+SEATS_PER_ROW, ROW_STRIDE = 20, 22  # bench.seats(): rows of 20, an aisle between rows
+
+
+def seat_span(units: int) -> int:
+    """The highest position of bench.seats(units)."""
+    last = units - 1
+    return last // SEATS_PER_ROW * ROW_STRIDE + last % SEATS_PER_ROW + 1
+
+
+def seat_figures(
+    cell: Cell, units: int, free_seats: int, free_blocks: int, held: dict[int, int], ends: dict[int, int]
+) -> dict[str, Any]:
+    """A seats cell's calls and success rates: overall, and near sellout:
+    over the seconds that began with at least NEAR_SELLOUT of the seats the
+    cell sold held, up to the second the last one was (``held``: seats held by
+    the holds that started in each epoch second; ``ends``: pgbench's calls
+    that ended in it). Only meaningful when the cell sold out (no block left)."""
+    per_call = cell.units_per_transaction
+    calls = cell.transactions
+    reserved_calls = cell.reserved // per_call
+    near_calls = near_ok = 0
+    so_far, sold, last = 0, sum(held.values()), max(held, default=0)
+    for second in sorted(set(held) | set(ends)):
+        if NEAR_SELLOUT * sold <= so_far and second <= last:
+            near_calls += ends.get(second, 0)
+            near_ok += held.get(second, 0) // per_call
+        so_far += held.get(second, 0)
+    return {
+        "units": units,
+        "calls": calls,
+        "reserved_calls": reserved_calls,
+        "success": round(reserved_calls / calls, 4) if calls else None,
+        "near_sellout_calls": near_calls,
+        "near_sellout_success": round(min(near_ok, near_calls) / near_calls, 4) if near_calls else None,
+        "free_at_end": free_seats,
+        "free_blocks_at_end": free_blocks,
+        "fill_at_end": round(1 - free_seats / units, 4) if units else None,
+    }
 
 
 def _ms(sorted_us: Sequence[int], pct: float) -> float | None:
@@ -128,6 +177,7 @@ class Bench:
         self.config = config
         self.log = log
         self.run = BenchRun(config=config, machine={}, started=_now())
+        self._last_log: pgbench.TxnLog | None = None  # the last measured cell's pgbench log
 
     def units_for(self, strategy: str, clients: int) -> int:
         if strategy in ("skip_locked", "sharded"):
@@ -147,12 +197,14 @@ class Bench:
         defines: dict[str, object] | None = None,
         seconds: int | None = None,
         prepared: bool = True,
+        transactions: int | None = None,
     ) -> pgbench.PgbenchResult:
         return pgbench.run(
             dsn,
             path,
             clients,
-            seconds=seconds or self.config.seconds,
+            seconds=None if transactions else seconds or self.config.seconds,
+            transactions=transactions,
             jobs=max(1, min(clients, self.config.jobs)),
             application_name=tag,
             max_tries=max_tries,
@@ -172,6 +224,7 @@ class Bench:
         max_tries: int = 1,
         defines: dict[str, object] | None = None,
         prepared: bool = True,
+        transactions: int | None = None,
     ) -> tuple[Cell, cpumeter.Reading | None]:
         """One timed pgbench run under the wait sampler: its cell, and the CPU
         meter's reading from before it."""
@@ -179,8 +232,16 @@ class Bench:
         statements = checkouts.STATEMENTS if kind == "checkout" else ()
         with WaitSampler(self.workspace.admin_dsn, tag, SAMPLE_INTERVAL, statements) as waits:
             result = self._pgbench(
-                dsn, path, clients, tag, max_tries=max_tries, defines=defines, prepared=prepared
+                dsn,
+                path,
+                clients,
+                tag,
+                max_tries=max_tries,
+                defines=defines,
+                prepared=prepared,
+                transactions=transactions,
             )
+        self._last_log = result.log
         return _cell(kind, name, clients, self.config.seconds, result, waits), cpu_before
 
     def _cpu(
@@ -236,6 +297,54 @@ class Bench:
                 cell.invariant_violations = int(
                     _scalar(conn, "SELECT count(*) FROM stockpool.check_invariants()")
                 )
+        flag_problems(cell)
+        return cell
+
+    def seat_units_for(self, name: str, clients: int) -> int:
+        """The seats of a seats cell: --seat-units for the 4-adjacent cell (the
+        drop as it is, run towards sellout); for the others at least that, and
+        1.5 x what the same run's ceiling did in a cell's time."""
+        if name == "named_4_adjacent":
+            return self.config.seat_units
+        ceiling = self.run.cell("strategy", "ceiling", clients)
+        guess = 1.5 * (ceiling.tps if ceiling else 20_000) * self.config.seconds
+        return int(min(SEAT_MAX_UNITS, max(self.config.seat_units, guess)))
+
+    def measure_seats(self, name: str, clients: int) -> Cell:
+        """One seats cell: a fresh copy with one hot named key (or the
+        cloakroom's hangers), one call per transaction."""
+        units = self.seat_units_for(name, clients)
+        prepare_as = "cloakroom" if name == "cloakroom" else "named"
+        dsn = self.workspace.fresh(prepare_as, clients, units)
+        tag = f"stockpool-bench-{name}-{clients}"
+        defines: dict[str, object] = {"span": seat_span(units)}
+        # The 4-adjacent cell runs to sellout: its calls ask for SEAT_DEMAND x the seats.
+        calls = math.ceil(SEAT_DEMAND * units / SEAT_BLOCK / clients) if name == "named_4_adjacent" else None
+        cell, cpu_before = self._measured(
+            "seats", name, clients, dsn, script(name), tag, defines=defines, transactions=calls
+        )
+        if calls:
+            cell.seconds = round(self._last_log.elapsed_s) if self._last_log else 0
+        cell.units_per_transaction = SEAT_BLOCK if name == "named_4_adjacent" else 1
+        cell.units_available = units
+        log = self._last_log
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            self._cpu(conn, cell, tag, cpu_before)
+            cell.reserved = int(_scalar(conn, "SELECT bench.reserved(%s)", (prepare_as,)))
+            if prepare_as == "named":
+                row = conn.execute(
+                    "SELECT free_seats, free_blocks, held_by_second FROM bench.seat_figures(%s)",
+                    (cell.units_per_transaction,),
+                ).fetchone()
+                free, blocks, by_second = row if row else (0, 0, {})
+                cell.invariant_violations = int(
+                    _scalar(conn, "SELECT count(*) FROM stockpool.check_invariants()")
+                )
+            else:
+                free, blocks, by_second = units - cell.reserved, units - cell.reserved, {}
+        held = {int(k): int(v) for k, v in (by_second or {}).items()}
+        ends = dict(log.ends_by_second) if log else {}
+        cell.seats = seat_figures(cell, units, int(free), int(blocks), held, ends)
         flag_problems(cell)
         return cell
 
@@ -312,11 +421,16 @@ class Bench:
                 plan.append(("cart", "reserve_cart", clients))
             if cfg.checkouts:
                 plan += [("checkout", c, clients) for c in checkouts.CHECKOUTS]
+            if clients in cfg.seat_clients:
+                plan += self._seat_plan(clients)
         for clients in pooled:
             if clients not in cfg.clients:
                 # The pooled cell beside the direct ones it is compared with.
                 plan += [("strategy", s, clients) for s in ("ceiling", "stockpool")]
                 plan.append(("pooled", cfg.pooler, clients))
+        for clients in cfg.seat_clients:
+            if clients not in cfg.clients:
+                plan += self._seat_plan(clients)
         for clients in cfg.shape_clients:
             plan += [("shape", s, clients) for s in cfg.shapes]
         if cfg.catalogue_keys:
@@ -329,6 +443,14 @@ class Bench:
                 ]
         return plan
 
+    def _seat_plan(self, clients: int) -> list[tuple[str, str, int]]:
+        """The seats cells at one client count, after the ceiling and the
+        counted stockpool cells they are compared with (when not run already)."""
+        cfg = self.config
+        done = cfg.strategies if clients in cfg.clients else []
+        plan = [("strategy", s, clients) for s in ("ceiling", "stockpool") if s not in done]
+        return plan + [("seats", name, clients) for name in SEAT_CELLS]
+
     def execute(self) -> BenchRun:
         self.log("preparing the template database (stockpool + bench schema)")
         self.workspace.create_template()
@@ -339,6 +461,8 @@ class Bench:
             for number, (kind, name, clients) in enumerate(plan, start=1):
                 if kind == "catalogue":
                     cell = self.measure_catalogue(name, clients)
+                elif kind == "seats":
+                    cell = self.measure_seats(name, clients)
                 else:
                     cell = self.measure(kind, name, clients)
                 self.run.cells.append(cell)

@@ -17,6 +17,11 @@
 --   sharded       one row per unit in 64 buckets of contiguous ids, a random
 --                 bucket first, any bucket as fallback, UPDATE; records nothing
 --   stockpool     stockpool.reserve_units as shipped
+-- and, for named units (seats, issue 15), one hot named key of seats in rows
+-- of 20 (an aisle between rows): reserve_named of 1 seat, of 4 adjacent
+-- seats, reserve_labels of a random free pick (bench_named_*.sql,
+-- bench_labels_pick.sql), beside the cloakroom (a plain table of hangers:
+-- ORDER BY position FOR UPDATE SKIP LOCKED LIMIT 1, then UPDATE);
 -- plus the counter's transaction shapes (naive, locked, atomic, serializable),
 -- which write one bench.sales row per unit they believe they sold, and whole
 -- checkouts (reserve, then claim or release: bench_checkout_*.sql) for
@@ -125,6 +130,33 @@ CREATE TABLE bench.pool_units (
 CREATE INDEX pool_units_claim_idx
     ON bench.pool_units (key_id, unit_id);
 
+-- cloakroom: one row per hanger (or seat), in position order; a taken one
+-- names its checkout.
+CREATE TABLE bench.hangers (
+    key_id integer NOT NULL,
+    position integer NOT NULL,
+    label text NOT NULL,
+    taken boolean NOT NULL DEFAULT false,
+    checkout_id uuid,
+    CONSTRAINT hangers_pkey PRIMARY KEY (key_id, position)
+);
+
+CREATE INDEX hangers_free_idx
+    ON bench.hangers (key_id, position)
+    WHERE NOT taken;
+
+-- seats: the labels and positions of p_units seats in rows of 20, with an
+-- aisle (a gap of 2 positions) between rows, so a block never spans rows.
+CREATE FUNCTION bench.seats(p_units bigint, OUT label text, OUT pos integer)
+RETURNS SETOF record
+LANGUAGE sql
+IMMUTABLE
+AS $function$
+    SELECT 'R' || (g.n / 20 + 1)::text || '-' || (g.n % 20 + 1)::text,
+           (g.n / 20 * 22 + g.n % 20 + 1)::integer
+    FROM generate_series(0, p_units - 1) AS g (n);
+$function$;
+
 -- counter shapes: one row per unit a client believes it sold.
 CREATE TABLE bench.sales (
     sale_id bigint GENERATED ALWAYS AS IDENTITY,
@@ -218,6 +250,14 @@ BEGIN
     WHEN 'stockpool' THEN
         PERFORM stockpool.set_stock(1, 1, 1, p_units::integer);
         PERFORM stockpool.replenish_pool(1, 1, 1);
+    -- One hot named key of p_units seats (stockpool), or as hangers (cloakroom).
+    WHEN 'named' THEN
+        PERFORM stockpool.set_named_units(1, 1, 1, pg_catalog.array_agg(s.label ORDER BY s.pos),
+                                          pg_catalog.array_agg(s.pos ORDER BY s.pos))
+        FROM bench.seats(p_units) AS s;
+    WHEN 'cloakroom' THEN
+        INSERT INTO bench.hangers (key_id, position, label)
+        SELECT 1, s.pos, s.label FROM bench.seats(p_units) AS s;
     -- A catalogue: p_units keys of p_per_key units each, nothing pooled.
     WHEN 'catalogue_stockpool' THEN
         PERFORM stockpool.set_stock(1, g.n, 1, p_per_key) FROM generate_series(1, p_units) AS g (n);
@@ -255,6 +295,9 @@ AS $function$
         WHEN 'pool' THEN (SELECT count(*) FROM bench.holds)
         WHEN 'stockpool' THEN (
             SELECT coalesce(sum(h.quantity), 0) FROM stockpool.holds AS h WHERE h.status = 'held')
+        WHEN 'named' THEN (
+            SELECT coalesce(sum(h.quantity), 0) FROM stockpool.holds AS h WHERE h.status = 'held')
+        WHEN 'cloakroom' THEN (SELECT count(*) FROM bench.hangers AS h WHERE h.taken)
         WHEN 'cart' THEN (
             SELECT coalesce(sum(h.quantity), 0) FROM stockpool.holds AS h WHERE h.status = 'held')
         -- Whole checkouts: the units that went all the way.
@@ -294,4 +337,26 @@ AS $function$
     FROM (SELECT count(*) AS sold FROM bench.sales) AS s
     CROSS JOIN bench.counter AS c
     WHERE c.key_id = 1;
+$function$;
+
+-- seat_figures: a named key after a seats cell: its free seats, the free
+-- blocks of p_block consecutive positions still there (for the adjacent
+-- case: none may be left once a buyer was told NULL), and per second (by
+-- the holds' start) the seats held, for success rates near sellout.
+CREATE FUNCTION bench.seat_figures(p_block integer, OUT free_seats bigint, OUT free_blocks bigint,
+                                   OUT held_by_second jsonb)
+LANGUAGE sql
+AS $function$
+    SELECT (SELECT count(*) FROM stockpool.named_free AS f WHERE f.shop_id = 1 AND f.item_id = 1),
+           (SELECT count(*)
+            FROM (SELECT f.position,
+                         lead(f.position, p_block - 1) OVER (ORDER BY f.position) AS last_position
+                  FROM stockpool.named_free AS f
+                  WHERE f.shop_id = 1 AND f.item_id = 1) AS b
+            WHERE b.last_position = b.position + p_block - 1),
+           (SELECT coalesce(jsonb_object_agg(t.second, t.seats), '{}')
+            FROM (SELECT floor(extract(EPOCH FROM h.created_at))::bigint AS second, sum(h.quantity) AS seats
+                  FROM stockpool.holds AS h
+                  WHERE h.status = 'held'
+                  GROUP BY 1) AS t);
 $function$;
