@@ -781,3 +781,35 @@ def test_race_nodes_refuses_other_flags() -> None:
         timeout=60,
     )
     assert proc.returncode == 2 and "--nodes runs the soak only" in proc.stdout + proc.stderr
+
+
+def test_named_units_through_the_router(lay: Layout) -> None:
+    """Seats (issue 15) are routed like the rest: labels come back as text[]."""
+    shop = shop_on(lay, 1, skip=4)
+    labels = ["A1", "A2", "A3", "A4"]
+    assert one(lay.router.dsn, "SELECT stockpool.set_named_units(%s, 5, 1, %s)", (shop, labels)) == 4
+    checkout = uuid.uuid4()
+    got = one(
+        lay.router.dsn,
+        "SELECT stockpool.reserve_named(%s, 5, 1, 2, %s, p_adjacent => true)",
+        (shop, checkout),
+    )
+    assert len(got) == 2 and set(got) <= set(labels)
+    assert (
+        one(
+            lay.router.dsn,
+            "SELECT stockpool.reserve_named(%s, 5, 1, 2, %s, p_adjacent => true)",
+            (shop, checkout),
+        )
+        == got
+    )
+    assert one(lay.router.dsn, "SELECT stockpool.claim(%s, %s)", (shop, checkout)) == 2
+    status = q(
+        lay.router.dsn,
+        "SELECT label, status FROM stockpool.unit_status WHERE shop_id = %s AND item_id = 5 ORDER BY label",
+        (shop,),
+    )
+    assert sorted(s for _, s in status) == ["free", "free", "sold", "sold"], status
+    assert {label for label, s in status if s == "sold"} == set(got)
+    assert sqlstate(lay.router.dsn, "SELECT stockpool.set_stock(%s, 5, 1, 10)", (shop,)) == "SP010"
+    assert q(lay.router.dsn, "SELECT * FROM stockpool.check_invariants()") == []
