@@ -9,7 +9,6 @@ how fast this machine is.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -521,18 +520,19 @@ def test_bench_without_matplotlib_says_what_to_install(monkeypatch: pytest.Monke
     chart.require_chart_library()  # installed here: no error
 
 
-def _seat_figures(calls: int, held_calls: int, blocks_left: int, near: float | None) -> dict[str, Any]:
-    return {
+def _seat_figures(calls: int, held_calls: int, blocks_before: int | None, blocks_left: int) -> dict[str, Any]:
+    figures: dict[str, Any] = {
         "units": 1000,
         "calls": calls,
         "reserved_calls": held_calls,
         "success": held_calls / calls,
-        "near_sellout_calls": 10,
-        "near_sellout_success": near,
         "free_at_end": 150,
         "free_blocks_at_end": blocks_left,
         "fill_at_end": 0.85,
     }
+    if blocks_before is not None:
+        figures["free_blocks_at_start"] = blocks_before
+    return figures
 
 
 def test_seats_bar_arithmetic() -> None:
@@ -566,9 +566,11 @@ def test_seats_bar_arithmetic() -> None:
         cell("seats", "cloakroom", 512, 700.0),
     ]
     for n in (1, 8, 32, 512):
-        adjacent = cell("seats", "named_4_adjacent", n, 100.0, seats=_seat_figures(100, 40, 0, 0.5))
-        adjacent.units_per_transaction, adjacent.reserved = 4, 160
-        run.cells.append(adjacent)
+        start = cell("seats", "named_4_adjacent", n, 100.0, seats=_seat_figures(100, 100, None, 900))
+        near = cell("seats", "named_4_near", n, 100.0, seats=_seat_figures(100, 40, 40, 0))
+        for adjacent in (start, near):
+            adjacent.units_per_transaction, adjacent.reserved = 4, 4 * adjacent.seats["reserved_calls"]  # type: ignore[index]
+        run.cells += [start, near]
     checks = bars.seats_bar(run)
     assert [(c.name, c.passed, c.detail.split(";")[0]) for c in checks] == [
         (
@@ -584,7 +586,8 @@ def test_seats_bar_arithmetic() -> None:
         (
             "seats: 4 adjacent refused only when no block of 4 is free",
             True,
-            "1: 40% of 100 calls held, near sellout 50%, 85% sold, 0 blocks left",
+            "1: at the start 100% of 100 calls held (900 blocks free after), "
+            "near sellout 40% of 100 calls held (40 blocks free before, 0 after)",
         ),
     ]
     # Passing the first two; an invalid cell (clients aborted) fails whatever its rate;
@@ -595,28 +598,22 @@ def test_seats_bar_arithmetic() -> None:
     assert [c.passed for c in checks] == [True, True, True]
     assert checks[1].detail == "32: 2.02x, 512: 2.00x"
     run.cell("seats", "cloakroom", 512).aborted = 2  # type: ignore[union-attr]
-    run.cell("seats", "named_4_adjacent", 8).seats = _seat_figures(100, 40, 3, None)  # type: ignore[union-attr]
+    run.cell("seats", "named_4_near", 8).seats = _seat_figures(100, 40, 40, 3)  # type: ignore[union-attr]
     checks = bars.seats_bar(run)
     assert [(c.passed, c.detail) for c in checks[1:]] == [
         (False, "32: 2.02x, 512: -"),
-        (False, "8: 60 refused with 3 blocks free"),
+        (False, "8 near sellout: 60 refused with 3 blocks free"),
     ]
     assert bars.seats_bar(_hand_made_run([8])) == []
 
 
-def test_seat_figures_near_sellout() -> None:
-    """Success near sellout: the seconds that began with 90% of what the cell
-    sold held, up to the second the last seat was held, not the refusals after."""
-    cell = model.Cell(kind="seats", name="named_4_adjacent", clients=4, seconds=5, transactions=100)
+def test_seat_figures() -> None:
+    cell = model.Cell(kind="seats", name="named_4_near", clients=4, seconds=5, transactions=100)
     cell.units_per_transaction, cell.reserved = 4, 200
-    held = {100: 120, 101: 60, 102: 16, 103: 4}  # seats held per second: 200 in all
-    ends = {100: 30, 101: 15, 102: 20, 103: 10, 104: 25}  # calls per second: 100 in all
-    figures = runner.seat_figures(cell, 250, 50, 0, held, ends)
-    # 180 of 200 sold before second 102 (90%): near sellout = seconds 102 and 103, not 104.
-    assert figures["near_sellout_calls"] == 30
-    assert figures["near_sellout_success"] == round(5 / 30, 4)
-    assert figures["success"] == 0.5 and figures["reserved_calls"] == 50
-    assert figures["fill_at_end"] == 0.8
+    figures = runner.seat_figures(cell, 250, 50, 0)
+    assert (figures["calls"], figures["reserved_calls"], figures["success"]) == (100, 50, 0.5)
+    assert (figures["free_at_end"], figures["free_blocks_at_end"], figures["fill_at_end"]) == (50, 0, 0.8)
+    # bench.seats(): rows of 20, an aisle of 2 positions between rows.
     assert runner.seat_span(20) == 20 and runner.seat_span(21) == 23
 
 
@@ -636,9 +633,10 @@ def test_seats_only_keeps_what_the_seats_are_compared_with() -> None:
 @pytest.mark.slow
 def test_seats_cells_run_small(pg_server: Any) -> None:
     """A real seats run, tiny: 4 clients, 2 s cells, 1,000 seats for the adjacent
-    cell. Every call of the 1-seat, pick and cloakroom cells held its seat, the
-    adjacent cell sold the key out with no block of 4 left, stockpool's
-    invariants held, and the report has the section and the bar."""
+    cells. Every call of the 1-seat, pick and cloakroom cells held its seat, the
+    adjacent cells refused only once no block of 4 was left, the near-sellout
+    cell started with about 90% of the seats held, stockpool's invariants held,
+    and the report has the section and the bar."""
     config = _hand_made_run([4], seat_clients=[4], seat_units=1000).config
     config.seconds, config.jobs = 2, 2
     bench = runner.Bench(pg_server.dsn("postgres"), config, lambda _: None)
@@ -655,15 +653,20 @@ def test_seats_cells_run_small(pg_server: Any) -> None:
         # Nothing sold out: every call held a seat (a pick may lose a race for its seat).
         assert cell.transactions - 4 <= cell.reserved <= cell.transactions + 4, cell
         assert cell.seats["free_at_end"] == cell.units_available - cell.reserved
-    adjacent = result.cell("seats", "named_4_adjacent", 4)
-    assert adjacent is not None and adjacent.valid and adjacent.seats is not None
-    figures = adjacent.seats
-    assert adjacent.transactions == 4 * math.ceil(1.5 * 1000 / 4 / 4)
-    assert adjacent.reserved % 4 == 0 and 0 < adjacent.reserved <= 1000
-    assert figures["free_blocks_at_end"] == 0, "a refused call must mean no block was left"
-    assert figures["calls"] > figures["reserved_calls"] == adjacent.reserved // 4
-    assert figures["near_sellout_success"] is None or 0 <= figures["near_sellout_success"] <= 1
-    for name in ("named_1", "labels_pick", "named_4_adjacent"):
+    for name in model.SEAT_ADJACENT:
+        cell = result.cell("seats", name, 4)
+        assert cell is not None and cell.valid and cell.seats is not None, (name, cell)
+        figures = cell.seats
+        assert cell.units_per_transaction == 4 and cell.reserved % 4 == 0
+        assert figures["reserved_calls"] == cell.reserved // 4 <= figures["calls"] == cell.transactions
+        if figures["calls"] > figures["reserved_calls"]:
+            assert figures["free_blocks_at_end"] == 0, "a refused call must mean no block was left"
+    near = result.cell("seats", "named_4_near", 4)
+    assert near is not None and near.seats is not None
+    assert 800 <= near.seats["held_at_start"] <= 980, near.seats
+    assert near.seats["free_at_start"] == 1000 - near.seats["held_at_start"]
+    assert 0 <= near.reserved <= near.seats["free_at_start"]
+    for name in ("named_1", "labels_pick", *model.SEAT_ADJACENT):
         cell = result.cell("seats", name, 4)
         assert cell is not None and cell.invariant_violations == 0
     text = markdown.markdown(result, None)

@@ -381,20 +381,27 @@ def seats_bar(run: BenchRun) -> list[Check]:
     # (no release, no rollback in the cell: blocks only disappear) is an undersell.
     bad, details = [], []
     for n in counts:
-        cell = run.cell("seats", "named_4_adjacent", n)
-        figures = (cell.seats if cell else None) or {}
-        if not figures:
-            bad.append(f"{n}: not measured")
-            continue
-        refused = figures["calls"] - figures["reserved_calls"]
-        near = figures["near_sellout_success"]
-        details.append(
-            f"{n}: {figures['success']:.0%} of {figures['calls']:,} calls held"
-            f", near sellout {'-' if near is None else format(near, '.0%')}"
-            f", {figures['fill_at_end']:.0%} sold, {figures['free_blocks_at_end']} blocks left"
-        )
-        if refused and figures["free_blocks_at_end"]:
-            bad.append(f"{n}: {refused} refused with {figures['free_blocks_at_end']} blocks free")
+        shown = []
+        for name, when in (("named_4_adjacent", "at the start"), ("named_4_near", "near sellout")):
+            cell = run.cell("seats", name, n)
+            figures = (cell.seats if cell else None) or {}
+            if not figures:
+                bad.append(f"{n} {when}: not measured")
+                continue
+            refused = figures["calls"] - figures["reserved_calls"]
+            blocks = figures["free_blocks_at_end"]
+            before = figures.get("free_blocks_at_start")
+            shown.append(
+                f"{when} {_share(figures['success'])} of {figures['calls']:,} calls held"
+                + (
+                    f" ({before:,} blocks free before, {blocks:,} after)"
+                    if before is not None
+                    else f" ({blocks:,} blocks free after)"
+                )
+            )
+            if refused and blocks:
+                bad.append(f"{n} {when}: {refused:,} refused with {blocks:,} blocks free")
+        details.append(f"{n}: " + ", ".join(shown))
     checks.append(
         Check(
             "seats: 4 adjacent refused only when no block of 4 is free",
@@ -403,6 +410,10 @@ def seats_bar(run: BenchRun) -> list[Check]:
         )
     )
     return checks
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
 
 
 def every_bar(run: BenchRun) -> list[Check]:

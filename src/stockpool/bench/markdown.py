@@ -480,8 +480,10 @@ SEATS_HEADER = [
     "x ceiling",
     "4 adjacent seats/s",
     "x ceiling",
-    "4 adjacent calls held (all / near sellout)",
-    "4 adjacent sold at the end",
+    "4 adjacent calls held",
+    "4 adjacent near sellout: calls/s",
+    "calls held",
+    "blocks of 4 free before / after",
     "top wait event (named 1 / cloakroom)",
 ]
 
@@ -509,6 +511,8 @@ def seats_rows(run: BenchRun) -> list[list[str]]:
         cloak, cloak_rate, cloak_mark = _seat_cell(run, "cloakroom", n)
         block, block_rate, block_mark = _seat_cell(run, "named_4_adjacent", n)
         figures = (block.seats if block else None) or {}
+        near = run.cell("seats", "named_4_near", n)
+        near_figures = (near.seats if near else None) or {}
         out.append(
             [
                 str(n),
@@ -526,9 +530,10 @@ def seats_rows(run: BenchRun) -> list[list[str]]:
                 times(ratio(cloak_rate, top)),
                 fmt(block_rate) + block_mark,
                 times(ratio(block_rate, top)),
-                f"{_pct(figures.get('success'))} / {_pct(figures.get('near_sellout_success'))}",
-                f"{_pct(figures.get('fill_at_end'))} of {fmt(figures.get('units'))}, "
-                f"{fmt(figures.get('free_blocks_at_end'))} blocks left",
+                _pct(figures.get("success")),
+                fmt(near.tps if near else None) + ("" if near is None or near.valid else " (!)"),
+                _pct(near_figures.get("success")),
+                " / ".join(fmt(near_figures.get(k)) for k in ("free_blocks_at_start", "free_blocks_at_end")),
                 f"{top_wait(one) if one else '-'} / {top_wait(cloak) if cloak else '-'}",
             ]
         )
@@ -550,12 +555,12 @@ def seats_markdown(run: BenchRun) -> list[str]:
         "table of seats: ORDER BY position FOR UPDATE SKIP LOCKED LIMIT 1, then UPDATE) and the "
         "counted stockpool.reserve_units of this run. The 1-seat, pick and cloakroom cells get "
         f"max({run.config.seat_units:,}, 1.5 x what the ceiling did in a cell's time) seats, so that "
-        f"none sells out while measured; the 4-adjacent cell sells {run.config.seat_units:,} seats out: "
-        "its clients make calls for 1.5 x the seats, however long that takes (the cell's own time). "
-        "Its rate is seats held per second of the cell, its calls held the share of calls answered "
-        f"with a block, overall and near sellout (the seconds that began with {NEAR_SELLOUT:.0%} of "
-        "the seats the cell sold held, up to the last one), and no block of 4 may be left free at the "
-        "end once a call was refused (nothing is released in the cell).",
+        f"none sells out while measured; the 4-adjacent cells run on {run.config.seat_units:,} seats: at "
+        "the drop's start (all free), and near sellout (each row first cut into groups of 1-4 seats "
+        f"from its first seat, each group held with probability {NEAR_SELLOUT:g} by reserve_labels, so a "
+        "few blocks of 4 free seats are left among scattered gaps). Calls held: the share of calls "
+        "answered with a block. No block of 4 may be left free at the end of a cell in which a call "
+        "was refused (nothing is released in a cell, so blocks only disappear).",
         "",
     ]
     lines += _md_table(SEATS_HEADER, seats_rows(run))

@@ -30,11 +30,12 @@ MIN_UNIT_ROWS = 50_000
 MAX_UNIT_ROWS = 6_000_000
 # Seats (issue 15): one hot named key; the cells, and the two whose calls may
 # rightly be refused (no block free near sellout; a pick another buyer took).
-SEAT_CELLS = ("named_1", "named_4_adjacent", "labels_pick", "cloakroom")
-SEAT_REFUSALS = ("named_4_adjacent", "labels_pick")
+SEAT_CELLS = ("named_1", "named_4_adjacent", "named_4_near", "labels_pick", "cloakroom")
+SEAT_REFUSALS = ("named_4_adjacent", "named_4_near", "labels_pick")
+SEAT_ADJACENT = ("named_4_adjacent", "named_4_near")
 SEAT_UNITS = 50_000
-SEAT_BLOCK = 4  # named_4_adjacent: seats per call
-NEAR_SELLOUT = 0.9  # share of the seats held from which a second counts as near sellout
+SEAT_BLOCK = 4  # the adjacent cells: seats per call
+NEAR_SELLOUT = 0.9  # named_4_near: groups of 1-4 seats held with this probability before the cell
 CART_LINES = 5
 SERIALIZABLE_TRIES = 10
 SAMPLE_INTERVAL = 0.2

@@ -18,7 +18,6 @@ SHOW POOLS; their client CPU is pgbench's and pgbouncer's together.
 from __future__ import annotations
 
 import datetime as dt
-import math
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -37,6 +36,7 @@ from stockpool.bench.model import (
     MIN_UNIT_ROWS,
     NEAR_SELLOUT,
     SAMPLE_INTERVAL,
+    SEAT_ADJACENT,
     SEAT_BLOCK,
     SEAT_CELLS,
     SERIALIZABLE_TRIES,
@@ -83,7 +83,7 @@ class PoolHealth(Periodic):
 # same run's ceiling did in a cell's time (a key sold out mid-cell would
 # measure refusals), at most SEAT_MAX_UNITS.
 SEAT_MAX_UNITS = 1_000_000
-SEAT_DEMAND = 1.5  # the 4-adjacent cell's calls ask for this many times the seats
+NEAR_SELLOUT_ROWS = 100  # rows sold per transaction before the near-sellout cell
 SEATS_PER_ROW, ROW_STRIDE = 20, 22  # bench.seats(): rows of 20, an aisle between rows
 
 
@@ -93,31 +93,16 @@ def seat_span(units: int) -> int:
     return last // SEATS_PER_ROW * ROW_STRIDE + last % SEATS_PER_ROW + 1
 
 
-def seat_figures(
-    cell: Cell, units: int, free_seats: int, free_blocks: int, held: dict[int, int], ends: dict[int, int]
-) -> dict[str, Any]:
-    """A seats cell's calls and success rates: overall, and near sellout:
-    over the seconds that began with at least NEAR_SELLOUT of the seats the
-    cell sold held, up to the second the last one was (``held``: seats held by
-    the holds that started in each epoch second; ``ends``: pgbench's calls
-    that ended in it). Only meaningful when the cell sold out (no block left)."""
-    per_call = cell.units_per_transaction
+def seat_figures(cell: Cell, units: int, free_seats: int, free_blocks: int) -> dict[str, Any]:
+    """A seats cell's calls, the share of them that held seats, and what is
+    left free at the end (seats, and blocks of the cell's seats per call)."""
     calls = cell.transactions
-    reserved_calls = cell.reserved // per_call
-    near_calls = near_ok = 0
-    so_far, sold, last = 0, sum(held.values()), max(held, default=0)
-    for second in sorted(set(held) | set(ends)):
-        if NEAR_SELLOUT * sold <= so_far and second <= last:
-            near_calls += ends.get(second, 0)
-            near_ok += held.get(second, 0) // per_call
-        so_far += held.get(second, 0)
+    reserved_calls = cell.reserved // cell.units_per_transaction
     return {
         "units": units,
         "calls": calls,
         "reserved_calls": reserved_calls,
         "success": round(reserved_calls / calls, 4) if calls else None,
-        "near_sellout_calls": near_calls,
-        "near_sellout_success": round(min(near_ok, near_calls) / near_calls, 4) if near_calls else None,
         "free_at_end": free_seats,
         "free_blocks_at_end": free_blocks,
         "fill_at_end": round(1 - free_seats / units, 4) if units else None,
@@ -177,7 +162,6 @@ class Bench:
         self.config = config
         self.log = log
         self.run = BenchRun(config=config, machine={}, started=_now())
-        self._last_log: pgbench.TxnLog | None = None  # the last measured cell's pgbench log
 
     def units_for(self, strategy: str, clients: int) -> int:
         if strategy in ("skip_locked", "sharded"):
@@ -197,14 +181,12 @@ class Bench:
         defines: dict[str, object] | None = None,
         seconds: int | None = None,
         prepared: bool = True,
-        transactions: int | None = None,
     ) -> pgbench.PgbenchResult:
         return pgbench.run(
             dsn,
             path,
             clients,
-            seconds=None if transactions else seconds or self.config.seconds,
-            transactions=transactions,
+            seconds=seconds or self.config.seconds,
             jobs=max(1, min(clients, self.config.jobs)),
             application_name=tag,
             max_tries=max_tries,
@@ -224,7 +206,6 @@ class Bench:
         max_tries: int = 1,
         defines: dict[str, object] | None = None,
         prepared: bool = True,
-        transactions: int | None = None,
     ) -> tuple[Cell, cpumeter.Reading | None]:
         """One timed pgbench run under the wait sampler: its cell, and the CPU
         meter's reading from before it."""
@@ -232,16 +213,8 @@ class Bench:
         statements = checkouts.STATEMENTS if kind == "checkout" else ()
         with WaitSampler(self.workspace.admin_dsn, tag, SAMPLE_INTERVAL, statements) as waits:
             result = self._pgbench(
-                dsn,
-                path,
-                clients,
-                tag,
-                max_tries=max_tries,
-                defines=defines,
-                prepared=prepared,
-                transactions=transactions,
+                dsn, path, clients, tag, max_tries=max_tries, defines=defines, prepared=prepared
             )
-        self._last_log = result.log
         return _cell(kind, name, clients, self.config.seconds, result, waits), cpu_before
 
     def _cpu(
@@ -301,50 +274,64 @@ class Bench:
         return cell
 
     def seat_units_for(self, name: str, clients: int) -> int:
-        """The seats of a seats cell: --seat-units for the 4-adjacent cell (the
-        drop as it is, run towards sellout); for the others at least that, and
-        1.5 x what the same run's ceiling did in a cell's time."""
-        if name == "named_4_adjacent":
+        """The seats of a seats cell: --seat-units for the adjacent cells (the
+        drop as it is); for the others at least that, and 1.5 x what the same
+        run's ceiling did in a cell's time, so that none sells out while measured."""
+        if name in SEAT_ADJACENT:
             return self.config.seat_units
         ceiling = self.run.cell("strategy", "ceiling", clients)
         guess = 1.5 * (ceiling.tps if ceiling else 20_000) * self.config.seconds
         return int(min(SEAT_MAX_UNITS, max(self.config.seat_units, guess)))
 
+    def _near_sellout(self, dsn: str, units: int) -> dict[str, int]:
+        """Sell the key the way a drop leaves it near sellout (bench.near_sellout,
+        NEAR_SELLOUT_ROWS rows per transaction), then VACUUM and CHECKPOINT."""
+        rows = -(-units // SEATS_PER_ROW)
+        held = 0
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for first in range(0, rows, NEAR_SELLOUT_ROWS):
+                last = min(first + NEAR_SELLOUT_ROWS, rows) - 1
+                held += int(
+                    _scalar(conn, "SELECT bench.near_sellout(%s, %s, %s)", (first, last, NEAR_SELLOUT))
+                )
+            row = conn.execute(
+                "SELECT free_seats, free_blocks FROM bench.seat_figures(%s)", (SEAT_BLOCK,)
+            ).fetchone()
+            conn.execute("VACUUM (ANALYZE)")
+            conn.execute("CHECKPOINT")
+        free, blocks = row if row else (0, 0)
+        return {"held_at_start": held, "free_at_start": int(free), "free_blocks_at_start": int(blocks)}
+
     def measure_seats(self, name: str, clients: int) -> Cell:
         """One seats cell: a fresh copy with one hot named key (or the
-        cloakroom's hangers), one call per transaction."""
+        cloakroom's seats), one call per transaction; named_4_near on a key
+        sold near sellout first."""
         units = self.seat_units_for(name, clients)
         prepare_as = "cloakroom" if name == "cloakroom" else "named"
         dsn = self.workspace.fresh(prepare_as, clients, units)
+        before = self._near_sellout(dsn, units) if name == "named_4_near" else {}
         tag = f"stockpool-bench-{name}-{clients}"
+        path = script("named_4_adjacent" if name in SEAT_ADJACENT else name)
         defines: dict[str, object] = {"span": seat_span(units)}
-        # The 4-adjacent cell runs to sellout: its calls ask for SEAT_DEMAND x the seats.
-        calls = math.ceil(SEAT_DEMAND * units / SEAT_BLOCK / clients) if name == "named_4_adjacent" else None
-        cell, cpu_before = self._measured(
-            "seats", name, clients, dsn, script(name), tag, defines=defines, transactions=calls
-        )
-        if calls:
-            cell.seconds = round(self._last_log.elapsed_s) if self._last_log else 0
-        cell.units_per_transaction = SEAT_BLOCK if name == "named_4_adjacent" else 1
-        cell.units_available = units
-        log = self._last_log
+        cell, cpu_before = self._measured("seats", name, clients, dsn, path, tag, defines=defines)
+        cell.units_per_transaction = SEAT_BLOCK if name in SEAT_ADJACENT else 1
+        cell.units_available = units - before.get("held_at_start", 0)
         with psycopg.connect(dsn, autocommit=True) as conn:
             self._cpu(conn, cell, tag, cpu_before)
             cell.reserved = int(_scalar(conn, "SELECT bench.reserved(%s)", (prepare_as,)))
+            cell.reserved -= before.get("held_at_start", 0)
             if prepare_as == "named":
                 row = conn.execute(
-                    "SELECT free_seats, free_blocks, held_by_second FROM bench.seat_figures(%s)",
+                    "SELECT free_seats, free_blocks FROM bench.seat_figures(%s)",
                     (cell.units_per_transaction,),
                 ).fetchone()
-                free, blocks, by_second = row if row else (0, 0, {})
+                free, blocks = row if row else (0, 0)
                 cell.invariant_violations = int(
                     _scalar(conn, "SELECT count(*) FROM stockpool.check_invariants()")
                 )
             else:
-                free, blocks, by_second = units - cell.reserved, units - cell.reserved, {}
-        held = {int(k): int(v) for k, v in (by_second or {}).items()}
-        ends = dict(log.ends_by_second) if log else {}
-        cell.seats = seat_figures(cell, units, int(free), int(blocks), held, ends)
+                free = blocks = units - cell.reserved
+        cell.seats = {**seat_figures(cell, units, int(free), int(blocks)), **before}
         flag_problems(cell)
         return cell
 

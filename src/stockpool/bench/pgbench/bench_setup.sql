@@ -19,7 +19,8 @@
 --   stockpool     stockpool.reserve_units as shipped
 -- and, for named units (seats, issue 15), one hot named key of seats in rows
 -- of 20 (an aisle between rows): reserve_named of 1 seat, of 4 adjacent
--- seats, reserve_labels of a random free pick (bench_named_*.sql,
+-- seats (at the drop's start, and near sellout: bench.near_sellout), and
+-- reserve_labels of a random free pick (bench_named_*.sql,
 -- bench_labels_pick.sql), beside the cloakroom (a plain table of hangers:
 -- ORDER BY position FOR UPDATE SKIP LOCKED LIMIT 1, then UPDATE);
 -- plus the counter's transaction shapes (naive, locked, atomic, serializable),
@@ -339,12 +340,46 @@ AS $function$
     WHERE c.key_id = 1;
 $function$;
 
--- seat_figures: a named key after a seats cell: its free seats, the free
--- blocks of p_block consecutive positions still there (for the adjacent
--- case: none may be left once a buyer was told NULL), and per second (by
--- the holds' start) the seats held, for success rates near sellout.
-CREATE FUNCTION bench.seat_figures(p_block integer, OUT free_seats bigint, OUT free_blocks bigint,
-                                   OUT held_by_second jsonb)
+-- near_sellout: sell rows p_first_row..p_last_row (0-based) of the named key
+-- the way a drop leaves them: each row cut into groups of 1-4 seats from its
+-- first seat, each group held with probability p_held (reserve_labels, one
+-- checkout per group), the others left free; so near sellout a few blocks
+-- of 4 free seats are left among scattered single gaps. Seeded by row: the
+-- same layout at every client count. Returns the seats held.
+CREATE FUNCTION bench.near_sellout(p_first_row integer, p_last_row integer, p_held double precision)
+RETURNS integer
+LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_held integer := 0;
+    v_seat integer;
+    v_group integer;
+    v_labels text[];
+BEGIN
+    FOR v_row IN p_first_row..p_last_row LOOP
+        PERFORM setseed(((v_row * 7919) % 10007) / 10007.0);
+        SELECT array_agg(u.label ORDER BY u.position) INTO v_labels
+        FROM stockpool.named_units AS u
+        WHERE u.shop_id = 1 AND u.item_id = 1 AND u.location_id = 1
+            AND u.position BETWEEN v_row * 22 + 1 AND v_row * 22 + 20;
+        v_seat := 1;
+        WHILE v_seat <= coalesce(cardinality(v_labels), 0) LOOP
+            v_group := LEAST(1 + floor(random() * 4)::integer, cardinality(v_labels) - v_seat + 1);
+            IF random() < p_held THEN
+                PERFORM stockpool.reserve_labels(1, 1, 1, v_labels[v_seat:v_seat + v_group - 1], gen_random_uuid());
+                v_held := v_held + v_group;
+            END IF;
+            v_seat := v_seat + v_group;
+        END LOOP;
+    END LOOP;
+    RETURN v_held;
+END;
+$function$;
+
+-- seat_figures: a named key after a seats cell: its free seats, and the
+-- free blocks of p_block consecutive positions still there (for the
+-- adjacent cells: none may be left once a buyer was told NULL).
+CREATE FUNCTION bench.seat_figures(p_block integer, OUT free_seats bigint, OUT free_blocks bigint)
 LANGUAGE sql
 AS $function$
     SELECT (SELECT count(*) FROM stockpool.named_free AS f WHERE f.shop_id = 1 AND f.item_id = 1),
@@ -353,10 +388,5 @@ AS $function$
                          lead(f.position, p_block - 1) OVER (ORDER BY f.position) AS last_position
                   FROM stockpool.named_free AS f
                   WHERE f.shop_id = 1 AND f.item_id = 1) AS b
-            WHERE b.last_position = b.position + p_block - 1),
-           (SELECT coalesce(jsonb_object_agg(t.second, t.seats), '{}')
-            FROM (SELECT floor(extract(EPOCH FROM h.created_at))::bigint AS second, sum(h.quantity) AS seats
-                  FROM stockpool.holds AS h
-                  WHERE h.status = 'held'
-                  GROUP BY 1) AS t);
+            WHERE b.last_position = b.position + p_block - 1);
 $function$;
