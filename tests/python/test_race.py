@@ -125,6 +125,97 @@ def test_cli_sellout_passes_and_writes_json(dsn: str, tmp_path: Path) -> None:
     assert set(run["latency_ms"]) == {"p50", "p95", "p99", "max"}
 
 
+@pytest.mark.slow
+def test_seats_sell_out_with_every_label_told_once(dsn: str) -> None:
+    mix, rush = race.seats(dsn, clients=16, per_client=10, units=60)
+    for report in (mix, rush):
+        assert report.passed, [c for c in report.checks if not c.passed]
+        assert _check(report.checks, "zero deadlocks").passed
+    calls = mix.counts["calls"]
+    assert all(calls[c]["reserved"] > 0 for c in ("one", "many", "adjacent", "pick")), calls
+    assert mix.counts["claimed"] > 0 and mix.counts["released"] > 0
+    assert mix.counts["refused"] > 0, "demand was well above supply"
+    assert rush.counts["free_at_start"] > 0, "the rush starts with seats to sell"
+    assert rush.counts["refused"] > 0 and rush.counts["seats"].get("free", 0) == 0
+    assert set(rush.counts["seats"]) <= {"held", "sold"}
+
+
+@pytest.mark.slow
+def test_seats_naive_sells_seats_twice_and_fails(dsn: str) -> None:
+    (report,) = race.seats(dsn, clients=16, per_client=10, units=60, shape="naive")
+    assert not report.passed
+    assert not _check(report.checks, "every label to at most one checkout").passed
+    assert not _check(report.checks, "every client holds the labels it was told").passed
+    assert report.counts["told"] > report.counts["seats_taken"], "lost updates: more told than taken"
+
+
+@pytest.mark.slow
+def test_seats_checks_catch_a_broken_database(dsn: str) -> None:
+    """Each seats check against a database broken by hand after a clean run:
+    a second hold naming a held seat, a client told other labels than it
+    holds, and a seat left free after a client was told NULL."""
+    from stockpool.race.seats import label_once, sold_in_history, sold_out, told_is_held
+
+    mix, rush = race.seats(dsn, clients=8, per_client=8, units=30)
+    assert mix.passed and rush.passed
+    runs = (mix.run_id, rush.run_id)
+    item = mix.run_id * race.ITEM_STRIDE + 1
+    keys = verify.KeyRange((1,), item, item, 1)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert label_once(conn, runs, keys).passed
+        assert told_is_held(conn, runs, keys).passed
+        assert sold_in_history(conn, runs, keys).passed
+        assert sold_out(conn, rush.run_id, keys).passed
+        # A hold nobody was told, naming a seat another checkout holds.
+        (label,) = conn.execute(
+            "SELECT l FROM stockpool.holds AS h CROSS JOIN LATERAL unnest(h.labels) AS l"
+            " WHERE h.item_id = %s AND h.status = 'held' LIMIT 1",
+            (item,),
+        ).fetchone() or ("",)
+        twin = uuid.uuid4()
+        conn.execute(
+            "INSERT INTO stockpool.holds"
+            " (shop_id, checkout_id, item_id, location_id, quantity, expires_at, labels)"
+            " VALUES (1, %s, %s, 1, 1, now() + interval '1 hour', ARRAY[%s])",
+            (twin, item, label),
+        )
+        once = label_once(conn, runs, keys)
+        assert not once.passed and f"held by 2 holds: {label}" in once.detail
+        told = told_is_held(conn, runs, keys)
+        assert not told.passed and "in its hold, never told" in told.detail
+        conn.execute("DELETE FROM stockpool.holds WHERE checkout_id = %s", (twin,))
+        # A claimed checkout told other labels than it holds (and than its movement names).
+        checkout, labels = conn.execute(
+            "SELECT checkout_id, labels FROM stockpool_race.outcomes"
+            " WHERE run_id = %s AND settled = 'claimed' LIMIT 1",
+            (mix.run_id,),
+        ).fetchone() or (None, None)
+        conn.execute(
+            "UPDATE stockpool_race.outcomes SET labels = ARRAY['nowhere']"
+            " WHERE run_id = %s AND checkout_id = %s",
+            (mix.run_id, checkout),
+        )
+        told = told_is_held(conn, runs, keys)
+        assert not told.passed and "told, not in its hold" in told.detail
+        assert not sold_in_history(conn, runs, keys).passed
+        conn.execute(
+            "UPDATE stockpool_race.outcomes SET labels = %s WHERE run_id = %s AND checkout_id = %s",
+            (labels, mix.run_id, checkout),
+        )
+        assert told_is_held(conn, runs, keys).passed
+        # A seat free again after the rush told clients NULL: an undersell.
+        (held,) = conn.execute(
+            "SELECT checkout_id FROM stockpool_race.outcomes WHERE run_id = %s AND reserved LIMIT 1",
+            (rush.run_id,),
+        ).fetchone() or (None,)
+        conn.execute("SELECT stockpool.release(1, %s)", (held,))
+        left = sold_out(conn, rush.run_id, keys)
+        assert not left.passed and "1 seats free at the end" in left.detail
+        # And a rush nobody was refused in checks nothing: FAIL, not PASS.
+        conn.execute("DELETE FROM stockpool_race.outcomes WHERE run_id = %s AND NOT reserved", (rush.run_id,))
+        assert "nothing was checked" in sold_out(conn, rush.run_id, keys).detail
+
+
 # --- bad flags: one line, no traceback ------------------------------------------
 
 
@@ -135,6 +226,7 @@ def test_cli_sellout_passes_and_writes_json(dsn: str, tmp_path: Path) -> None:
         (["--units", "-5"], "--units must be at least 0"),
         (["--scenario", "soak", "--duration", "0"], "--duration must be at least 1"),
         (["--scenario", "nope"], "unknown scenario nope"),
+        (["--scenario", "seats", "--units", "2"], "--units must be at least 3"),
         (["--shape", "naive", "--scenario", "soak"], "--shape naive runs the sellout and hot"),
         (["--scenario", "hot", "--hot-clients", "8,-2"], "--hot-clients must be at least 1"),
         (["--dsn", "postgresql://nobody@127.0.0.1:1/none"], "cannot connect"),
