@@ -146,7 +146,7 @@ REVOKE ALL ON TABLE stockpool.migrations FROM PUBLIC;
 """
 
 
-def _ensure_role(conn: psycopg.Connection, role: str) -> None:
+def ensure_role(conn: psycopg.Connection, role: str) -> None:
     exists = conn.execute("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %s", (role,)).fetchone()
     if exists:
         return
@@ -245,7 +245,7 @@ def _deploy_locked(
     with_functions: bool,
 ) -> DeployReport:
     for role in (roles.owner, *roles.granted):
-        _ensure_role(conn, role)
+        ensure_role(conn, role)
     owner = sql.Identifier(roles.owner)
     with conn.transaction():
         conn.execute(sql.SQL(BOOTSTRAP).format(owner=owner))

@@ -32,9 +32,9 @@ from stockpool.race.soak import (
     Replenisher,
     SoakOptions,
     Sweeper,
-    _back_office_errors,
-    _stock_keys,
+    back_office_errors,
     soak_round,
+    stock_keys,
 )
 from stockpool.race.verify import KeyRange
 from stockpool.route.layout import Layout
@@ -140,7 +140,7 @@ def routed_soak(lay: Layout, h: Harness, clients: int, duration: int, o: SoakOpt
         o = dataclasses.replace(o, shops=shop_count)
         by_node = shops_by_node(router, lay, range(1, shop_count + 1))
     params = {**o.params(clients, duration), "nodes": len(lay.nodes), "shops_per_node": by_node}
-    run_id, keys = _stock_keys(h, o, params)
+    run_id, keys = stock_keys(h, o, params)
     node_keys = {
         name: KeyRange(tuple(shops), keys.item_lo, keys.item_hi, LOCATION) for name, shops in by_node.items()
     }
@@ -194,7 +194,7 @@ def routed_soak(lay: Layout, h: Harness, clients: int, duration: int, o: SoakOpt
     checks += [
         Check("zero deadlocks on every node", not any(per_node), f"deadlocks per node: {per_node}"),
         no_errors(m),
-        _back_office_errors(*sweepers, *replenishers),
+        back_office_errors(*sweepers, *replenishers),
     ]
     reserved, refused, claimed, released, still_open = (int(v) for v in outcomes)
     counts = {

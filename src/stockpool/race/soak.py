@@ -238,7 +238,7 @@ def soak(
 def _soak(h: Harness, clients: int, duration: int, o: SoakOptions) -> RunReport:
     h.install()
     params = o.params(clients, duration)
-    run_id, keys = _stock_keys(h, o, params)
+    run_id, keys = stock_keys(h, o, params)
     sweeper = Sweeper(h.clients, run_id)
     replenisher = Replenisher(h.clients, run_id, keys, o.hot_items, low=max(o.stock // 5, 1), receive=o.stock)
     checker = Checker(h.dsn, run_id, keys, o.check_every)
@@ -264,7 +264,7 @@ def _soak(h: Harness, clients: int, duration: int, o: SoakOptions) -> RunReport:
         ),
         zero_deadlocks(m),
         no_errors(m),
-        _back_office_errors(sweeper, replenisher),
+        back_office_errors(sweeper, replenisher),
     ]
     reserved, refused, claimed, released, still_open = end.outcomes
     counts = {
@@ -295,7 +295,7 @@ def _soak(h: Harness, clients: int, duration: int, o: SoakOptions) -> RunReport:
     )
 
 
-def _stock_keys(h: Harness, o: SoakOptions, params: dict[str, Any]) -> tuple[int, KeyRange]:
+def stock_keys(h: Harness, o: SoakOptions, params: dict[str, Any]) -> tuple[int, KeyRange]:
     """A new run, and its shops x items keys with ``stock`` units each."""
     with connect(h.dsn) as conn:
         run_id = h.new_run(conn, "soak", "stockpool", params)
@@ -369,7 +369,7 @@ def _merged_rounds(checker: Checker, final: list[Check], end_t: float) -> list[C
     return checks
 
 
-def _back_office_errors(*helpers: Periodic) -> Check:
+def back_office_errors(*helpers: Periodic) -> Check:
     """The back-office sessions' own failures (a deadlock victim among them
     would otherwise show only in the deadlock counter)."""
     errors = [

@@ -41,7 +41,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from stockpool import sql_dir
 from stockpool.client import behind_pooler
 from stockpool.errors import StockpoolError, first_line, redact
-from stockpool.install.deploy import DEPLOY_LOCK_ID, Roles, _ensure_role, deploy
+from stockpool.install.deploy import DEPLOY_LOCK_ID, Roles, deploy, ensure_role
 from stockpool.route.functions import (
     APP_CLUSTER,
     GENERATED_SQL,
@@ -285,7 +285,7 @@ def _deploy_router_locked(router: psycopg.Connection, nodes: list[Node], roles: 
             "deploy as a superuser",
         ) from exc
     for role in (roles.owner, *roles.granted):
-        _ensure_role(router, role)
+        ensure_role(router, role)
     has_map = router.execute("SELECT to_regclass('stockpool.partition_map') IS NOT NULL").fetchone()
     existing: dict[int, str] = {}
     if has_map and has_map[0]:

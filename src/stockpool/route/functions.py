@@ -197,6 +197,7 @@ def _args_call(names: tuple[str, ...]) -> str:
 
 def _node_function(fn: ApiFunction) -> str:
     call = f"stockpool.{fn.name}({_args_call(fn.in_names)})"
+    where = "the shop''s node" if fn.shop_first else "every node"
     if fn.shop_first:
         run = "RUN ON stockpool._route(p_shop_id);"
         select = f"SELECT {call} AS {fn.name} FROM stockpool._owns_shop(p_shop_id);"
@@ -220,6 +221,8 @@ def _node_function(fn: ApiFunction) -> str:
         f"    {run}\n"
         f"    {select}\n"
         "$plproxy$;\n"
+        f"COMMENT ON FUNCTION stockpool._node_{fn.name}({fn.identity}) IS "
+        f"'Internal: PL/Proxy call of stockpool.{fn.name} on {where}.';\n"
     )
 
 
