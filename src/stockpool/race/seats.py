@@ -5,7 +5,7 @@ Two pgbench runs on the same key (race/pgbench/race_seats.sql):
 
 1. the mix: C clients x R checkouts, each reserve_named of one seat, of 2-4
    seats anywhere or of 2-4 adjacent seats, or reserve_labels of 1-3 seats
-   it saw free in unit_status; a share roll back after reserving, the rest
+   drawn among those it saw free in unit_status; a share roll back after reserving, the rest
    are claimed, released or kept. Demand is well above supply, so the key
    sells out and releases put seats back while others are refused.
 2. the final rush: one-seat reserve_named only (still with rollbacks), no
@@ -130,7 +130,6 @@ def _seats(h: Harness, clients: int, per_client: int, units: int, rollback_pct: 
         "shop": SHOP,
         "item": item,
         "location": LOCATION,
-        "span": positions[-1],
         "rollback_pct": rollback_pct,
         **MIX,
     }

@@ -2,14 +2,15 @@
 -- transaction. The reservation is one of: reserve_named of one seat, of 2-4
 -- seats anywhere, of 2-4 adjacent seats, or reserve_labels of a pick of 1-3
 -- seats the client saw free in unit_status (a buyer clicking seats on a
--- map). Its answer (the labels the client is told it holds) is written to
+-- map: seats drawn at random among those it shows free; a seat locked by
+-- another buyer's reservation in flight shows free too). Its answer (the
+-- labels the client is told it holds) is written to
 -- stockpool_race.outcomes in the same transaction; a share of the
 -- transactions roll back instead of committing (payment page closed). A
 -- committed reservation is then claimed (claim_pct), released (release_pct)
 -- or kept, each in its own transaction that records it.
--- Variables (pgbench -D): run, shop, item, location, span (the highest
--- position), one_pct, many_pct, adjacent_pct (the rest picks), claim_pct,
--- release_pct, rollback_pct.
+-- Variables (pgbench -D): run, shop, item, location, one_pct, many_pct,
+-- adjacent_pct (the rest picks), claim_pct, release_pct, rollback_pct.
 -- The checkout id is rebuilt from run, client and a random draw: pgbench
 -- replays a client's random draws when it retries a transaction (40001/40P01)
 -- but not its \set arithmetic, so a retried transaction reuses its checkout.
@@ -19,9 +20,6 @@
 \set fate random(1, 100)
 \set n random(2, 4)
 \set k random(1, 3)
-\set p1 random(1, :span)
-\set p2 random(1, :span)
-\set p3 random(1, :span)
 BEGIN;
 WITH asked AS (
     SELECT stockpool_race.checkout_id(:run, :client_id, :seq) AS checkout_id,
@@ -35,21 +33,12 @@ WITH asked AS (
 ), picked AS (
     SELECT a.*,
            CASE WHEN a.call = 'pick' THEN (
-               SELECT array_agg(DISTINCT l.label)
-               FROM unnest((ARRAY[
-                   (SELECT u.label FROM stockpool.unit_status AS u
-                    WHERE u.shop_id = :shop AND u.item_id = :item AND u.location_id = :location
-                        AND u.status = 'free' AND u.position >= :p1
-                    ORDER BY u.position LIMIT 1),
-                   (SELECT u.label FROM stockpool.unit_status AS u
-                    WHERE u.shop_id = :shop AND u.item_id = :item AND u.location_id = :location
-                        AND u.status = 'free' AND u.position >= :p2
-                    ORDER BY u.position LIMIT 1),
-                   (SELECT u.label FROM stockpool.unit_status AS u
-                    WHERE u.shop_id = :shop AND u.item_id = :item AND u.location_id = :location
-                        AND u.status = 'free' AND u.position >= :p3
-                    ORDER BY u.position LIMIT 1)])[1:(:k)]) AS l (label)
-               WHERE l.label IS NOT NULL) END AS pick
+               SELECT array_agg(f.label)
+               FROM (SELECT u.label FROM stockpool.unit_status AS u
+                     WHERE u.shop_id = :shop AND u.item_id = :item AND u.location_id = :location
+                         AND u.status = 'free'
+                     ORDER BY random()
+                     LIMIT :k) AS f) END AS pick
     FROM asked AS a
 ), answer AS (
     SELECT p.*,
