@@ -226,7 +226,7 @@ def test_seats_checks_catch_a_broken_database(dsn: str) -> None:
         (["--units", "-5"], "--units must be at least 0"),
         (["--scenario", "soak", "--duration", "0"], "--duration must be at least 1"),
         (["--scenario", "nope"], "unknown scenario nope"),
-        (["--scenario", "seats", "--units", "2"], "--units must be at least 3"),
+        (["--scenario", "seats", "--seats", "2"], "--seats must be at least 3"),
         (["--shape", "naive", "--scenario", "soak"], "--shape naive runs the sellout and hot"),
         (["--scenario", "hot", "--hot-clients", "8,-2"], "--hot-clients must be at least 1"),
         (["--dsn", "postgresql://nobody@127.0.0.1:1/none"], "cannot connect"),

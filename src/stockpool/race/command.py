@@ -22,7 +22,7 @@ from stockpool.race.harness import HELPER_SESSIONS, SCENARIOS, SHAPES, Harness, 
 from stockpool.race.hot import hot
 from stockpool.race.nodes import race_nodes
 from stockpool.race.report import RunReport, render, write_json
-from stockpool.race.seats import seats
+from stockpool.race.seats import MIN_SEATS, seats
 from stockpool.race.sellout import sellout
 from stockpool.race.soak import SoakOptions, soak
 from stockpool.route.layout import throwaway_layout
@@ -53,6 +53,7 @@ class Plan:
     soak_options: SoakOptions
     sample_ms: int = 200
     pooler: str = "none"
+    seat_count: int = 0  # seats: the named key's seats (0: 8 per client)
 
     @property
     def max_clients(self) -> int:
@@ -109,6 +110,7 @@ def make_plan(
     soak_options: SoakOptions,
     sample_ms: int = 200,
     pooler: str = "none",
+    seat_count: int = 0,
 ) -> Plan:
     """Every flag checked before anything starts: one clear line for the first bad one."""
     scenarios, default_duration = _scenarios(scenario, shape)
@@ -120,6 +122,7 @@ def make_plan(
         raise StockpoolError(f"--rollback-pct must be at most 100, got {rollback_pct}")
     if duration is not None:
         validate(duration=(duration, 1))
+    validate(seats=(seat_count, MIN_SEATS if seat_count else 0))
     if "hot" in scenarios:
         if not counts:
             raise StockpoolError("--hot-clients needs at least one client count")
@@ -143,6 +146,7 @@ def make_plan(
         soak_options=soak_options,
         sample_ms=sample_ms,
         pooler=pooler,
+        seat_count=seat_count,
     )
     if "soak" in plan.scenarios:
         soak_options.validate(clients, plan.duration)
@@ -169,7 +173,7 @@ def run_plan(h: Harness, plan: Plan) -> list[RunReport]:
                 h.dsn,
                 plan.clients,
                 plan.per_client,
-                plan.units,
+                plan.seat_count,
                 rollback_pct=plan.rollback_pct,
                 shape=plan.shape,
                 harness=h,
@@ -344,9 +348,10 @@ def command(
     ] = "stockpool",
     clients: Annotated[int, typer.Option(help="Concurrent clients (sellout, soak, seats).")] = 64,
     per_client: Annotated[int, typer.Option(help="sellout, seats: reservations per client.")] = 20,
-    units: Annotated[
-        int, typer.Option(help="sellout: units on hand for the raced key; seats: its seats.")
-    ] = 50,
+    units: Annotated[int, typer.Option(help="sellout: units on hand for the raced key.")] = 50,
+    seat_count: Annotated[
+        int, typer.Option("--seats", help="seats: seats of the raced named key (0: 8 per client).")
+    ] = 0,
     rollback_pct: Annotated[
         int, typer.Option(help="sellout, seats: percent of reservations rolled back.")
     ] = 20,
@@ -448,6 +453,7 @@ def command(
                 soak_options,
                 sample_ms,
                 pooler,
+                seat_count,
             )
             reports, meta = execute(plan, dsn)
     except StockpoolError as exc:

@@ -65,6 +65,9 @@ MIX = {"one_pct": 40, "many_pct": 20, "adjacent_pct": 20, "claim_pct": 50, "rele
 CALLS = ("one", "many", "adjacent", "pick")
 RUSH_DEMAND = 2  # the rush asks for this many times the seats, one seat per transaction
 MIN_SEATS = 3
+# Seats per client by default: fewer, and every seat is locked by a buyer in
+# flight from the first moment, so a pick of seats shown free never wins.
+SEATS_PER_CLIENT = 8
 
 
 def layout(seats: int) -> tuple[list[str], list[int]]:
@@ -81,7 +84,7 @@ def seats(
     dsn: str,
     clients: int = 64,
     per_client: int = 20,
-    units: int = 200,
+    units: int = 0,
     *,
     rollback_pct: int = 20,
     shape: str = "stockpool",
@@ -89,13 +92,11 @@ def seats(
 ) -> list[RunReport]:
     """C clients sell out ``units`` seats of one named key: the mix (C x R
     checkouts), then the final rush; with ``shape="naive"`` one run of the
-    negative control. One report per pgbench run."""
-    validate(
-        clients=(clients, 1),
-        per_client=(per_client, 1),
-        units=(units, MIN_SEATS),
-        rollback_pct=(rollback_pct, 0),
-    )
+    negative control. One report per pgbench run. ``units``: the seats (0:
+    SEATS_PER_CLIENT per client)."""
+    validate(clients=(clients, 1), per_client=(per_client, 1), rollback_pct=(rollback_pct, 0))
+    units = units or SEATS_PER_CLIENT * clients
+    validate(seats=(units, MIN_SEATS))
     if rollback_pct > 100:
         raise StockpoolError(f"--rollback-pct must be at most 100, got {rollback_pct}")
     if shape not in SHAPES:
