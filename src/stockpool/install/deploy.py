@@ -187,6 +187,30 @@ def _grants(roles: Roles) -> list[sql.SQL | sql.Composed]:
     return stmts
 
 
+def connect_directly(dsn: str, what: str = "") -> psycopg.Connection:
+    """An autocommit session on the server itself, for a deployer or a mover.
+    A pooler or proxy in between is refused before anything is written: the
+    deploy lock is a session lock and each migration a transaction of the same
+    session, and through a transaction pooler neither holds. ``what`` names the
+    server in messages (the router, a node)."""
+    where = f"{what} {redact(dsn)}" if what else redact(dsn)
+    try:
+        conn = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
+    except psycopg.Error as exc:  # OperationalError, or ProgrammingError for a malformed DSN
+        raise StockpoolError(
+            f"cannot connect to {where}: {first_line(exc)}",
+            hint="check the DSN, that the server is up, and pg_hba.conf",
+        ) from exc
+    conn.prepare_threshold = None
+    if behind_pooler(conn):
+        conn.close()
+        raise StockpoolError(
+            f"{where} is not the server itself (a pooler or a proxy is in between); nothing was deployed",
+            hint="deploy with a DSN that reaches PostgreSQL directly, not through pgbouncer",
+        )
+    return conn
+
+
 def deploy(
     dsn: str,
     roles: Roles | None = None,
@@ -204,24 +228,7 @@ def deploy(
     found = migrations(root)
     if upto is not None:
         found = [m for m in found if m.version <= upto]
-    try:
-        conn = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
-    except psycopg.Error as exc:  # OperationalError, or ProgrammingError for a malformed DSN
-        raise StockpoolError(
-            f"cannot connect to {redact(dsn)}: {first_line(exc)}",
-            hint="check the DSN, that the server is up, and pg_hba.conf",
-        ) from exc
-    with conn:
-        conn.prepare_threshold = None
-        if behind_pooler(conn):
-            # The deploy lock is a session lock and each migration a
-            # transaction of the same session: through a transaction pooler
-            # neither holds. Refuse before anything is written.
-            raise StockpoolError(
-                f"{redact(dsn)} is not the server itself (a pooler or a proxy is in between); "
-                "nothing was deployed",
-                hint="deploy with a DSN that reaches PostgreSQL directly, not through pgbouncer",
-            )
+    with connect_directly(dsn) as conn:
         conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(lock_wait)))
         try:
             conn.execute("SELECT pg_catalog.pg_advisory_lock(%s)", (DEPLOY_LOCK_ID,))

@@ -39,9 +39,8 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from stockpool import sql_dir
-from stockpool.client import behind_pooler
 from stockpool.errors import StockpoolError, first_line, redact
-from stockpool.install.deploy import DEPLOY_LOCK_ID, Roles, deploy, ensure_role
+from stockpool.install.deploy import DEPLOY_LOCK_ID, Roles, connect_directly, deploy, ensure_role
 from stockpool.route.functions import (
     APP_CLUSTER,
     GENERATED_SQL,
@@ -119,25 +118,6 @@ def scram_verifier(password: str, iterations: int = 4096) -> str:
     return f"SCRAM-SHA-256${iterations}:{b64(salt).decode()}${keys}"
 
 
-def connect(dsn: str, what: str) -> psycopg.Connection:
-    try:
-        conn = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
-    except psycopg.Error as exc:
-        raise StockpoolError(
-            f"cannot connect to {what} {redact(dsn)}: {first_line(exc)}",
-            hint="check the URL, that the server is up, and pg_hba.conf",
-        ) from exc
-    conn.prepare_threshold = None
-    if behind_pooler(conn):
-        conn.close()
-        raise StockpoolError(
-            f"{what} {redact(dsn)} is not the server itself (a pooler or a proxy is in between); "
-            "nothing was deployed",
-            hint="deploy with URLs that reach PostgreSQL directly",
-        )
-    return conn
-
-
 def _ensure_login(conn: psycopg.Connection, role: str, verifier: str, member_of: Sequence[str]) -> None:
     exists = conn.execute("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %s", (role,)).fetchone()
     verb = "ALTER" if exists else "CREATE"
@@ -156,7 +136,7 @@ def _prepare_node(node: Node, roles: Roles, password: str) -> str:
     """stockpool's deploy, the routing objects and the router's login roles."""
     report = deploy(node.dsn, roles)
     verifier = scram_verifier(password)
-    with connect(node.dsn, "node") as conn:
+    with connect_directly(node.dsn, "node") as conn:
         with conn.transaction():
             conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(roles.owner)))
             conn.execute((sql_dir() / "routing" / "partition.sql").read_bytes())
@@ -232,12 +212,13 @@ def map_connstrs(conn: psycopg.Connection) -> dict[int, str]:
 
 
 def write_servers(conn: psycopg.Connection) -> None:
-    """Point both PL/Proxy clusters' partitions at the map's nodes (in the
-    caller's transaction)."""
+    """Point both PL/Proxy clusters' partitions at the map's nodes, creating
+    a server the router does not have yet (in the caller's transaction)."""
     connstrs = map_connstrs(conn)
     for server in (APP_CLUSTER, OPS_CLUSTER):
-        options = server_options(connstrs, _server_keys(conn, server) or set())
-        conn.execute(sql.SQL("ALTER SERVER {} {}").format(sql.Identifier(server), options))
+        keys = _server_keys(conn, server)
+        stmt = "CREATE SERVER {} FOREIGN DATA WRAPPER plproxy {}" if keys is None else "ALTER SERVER {} {}"
+        conn.execute(sql.SQL(stmt).format(sql.Identifier(server), server_options(connstrs, keys)))
 
 
 def _user_mappings(conn: psycopg.Connection, password: str) -> None:
@@ -267,7 +248,7 @@ def deploy_router(
     names = [n.name for n in nodes]
     if len(set(names)) != len(names):
         raise StockpoolError(f"a node is named twice in --nodes: {', '.join(names)}")
-    with connect(router_dsn, "router") as router:
+    with connect_directly(router_dsn, "router") as router:
         router.execute("SELECT pg_catalog.pg_advisory_lock(%s)", (DEPLOY_LOCK_ID,))
         try:
             return _deploy_router_locked(router, nodes, roles)
@@ -324,24 +305,11 @@ def _deploy_router_locked(router: psycopg.Connection, nodes: list[Node], roles: 
                     "INSERT INTO stockpool.partition_map (partition, node) VALUES (%s, %s)", (part, name)
                 )
         router.execute("RESET ROLE")
-        connstrs = map_connstrs(router)
+        write_servers(router)
         for server in (APP_CLUSTER, OPS_CLUSTER):
-            keys = _server_keys(router, server)
-            if keys is not None:
-                router.execute(
-                    sql.SQL("ALTER SERVER {} {}").format(
-                        sql.Identifier(server), server_options(connstrs, keys)
-                    )
-                )
-            else:
-                router.execute(
-                    sql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER plproxy {}").format(
-                        sql.Identifier(server), server_options(connstrs, None)
-                    )
-                )
             router.execute(sql.SQL("ALTER SERVER {} OWNER TO {}").format(sql.Identifier(server), owner))
         _user_mappings(router, password)
-        with connect(nodes[0].dsn, "node") as first:
+        with connect_directly(nodes[0].dsn, "node") as first:
             functions, views = read_api(first, roles.granted, roles.app)
         for (drop,) in router.execute(GENERATED_SQL).fetchall():
             router.execute(drop)
@@ -352,7 +320,7 @@ def _deploy_router_locked(router: psycopg.Connection, nodes: list[Node], roles: 
     if new_map:
         for node in nodes:
             served = sorted(p for p, n in existing.items() if n == node.name)
-            with connect(node.dsn, "node") as conn, conn.transaction():
+            with connect_directly(node.dsn, "node") as conn, conn.transaction():
                 conn.execute("DELETE FROM stockpool.node_partitions")
                 for part in served:
                     conn.execute("INSERT INTO stockpool.node_partitions (partition) VALUES (%s)", (part,))
@@ -371,7 +339,7 @@ def _check_placement(nodes: list[Node], plan: dict[int, str]) -> None:
     """A new map may not strand rows: a node that already holds shops must
     be dealt their partitions (start with that node alone, then move)."""
     for node in nodes:
-        with connect(node.dsn, "node") as conn:
+        with connect_directly(node.dsn, "node") as conn:
             stray = sorted(p for p in _shop_partitions(conn) if plan[p] != node.name)
         if stray:
             raise StockpoolError(
@@ -386,7 +354,7 @@ def _check_served(nodes: list[Node], plan: dict[int, str]) -> None:
     """An existing map and what the nodes serve must agree (an unfinished
     move is the one exception: `stockpool move` resumes it)."""
     for node in nodes:
-        with connect(node.dsn, "node") as conn:
+        with connect_directly(node.dsn, "node") as conn:
             served = _node_partitions(conn)
         expected = {p for p, n in plan.items() if n == node.name}
         if served - expected:

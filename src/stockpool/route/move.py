@@ -47,7 +47,8 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from stockpool.errors import StockpoolError
-from stockpool.route.deploy import PARTITIONS, Node, connect, write_servers
+from stockpool.install.deploy import connect_directly
+from stockpool.route.deploy import PARTITIONS, Node, write_servers
 
 # pg_try_advisory_lock key of the mover: one move at a time per router.
 MOVE_LOCK_ID = 0x73706D6F7665  # 'spmove'
@@ -253,7 +254,10 @@ class Mover:
                     "--drain-timeout",
                 ) from exc
             report.drain_seconds = time.monotonic() - drain_started
-            with connect(source_dsn, "source node") as source, connect(target_dsn, "target node") as target:
+            with (
+                connect_directly(source_dsn, "source node") as source,
+                connect_directly(target_dsn, "target node") as target,
+            ):
                 source.execute("DELETE FROM stockpool.node_partitions WHERE partition = %s", (partition,))
                 report.rows = _copy(source, target, partition)
             with router.transaction():
@@ -270,7 +274,7 @@ class Mover:
                 )
             now = router.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()
             report.refused_seconds = (float(now[0]) if now else time.time()) - started
-        with connect(source_dsn, "source node") as source, source.transaction():
+        with connect_directly(source_dsn, "source node") as source, source.transaction():
             _delete_partition(source, tables(source), partition)
         router.execute(
             "UPDATE stockpool.moves SET phase = 'done', finished_at = clock_timestamp() WHERE move_id = %s",
@@ -296,7 +300,7 @@ def move(router_dsn: str, partition: int, to_dsn: str, drain_timeout: float = 10
         raise StockpoolError(f"--partition must be 0..{PARTITIONS - 1}, not {partition}")
     target = Node.parse(to_dsn)
     mover = Mover(router_dsn, to_dsn, drain_timeout)
-    with connect(router_dsn, "router") as router:
+    with connect_directly(router_dsn, "router") as router:
         got = router.execute("SELECT pg_catalog.pg_try_advisory_lock(%s)", (MOVE_LOCK_ID,)).fetchone()
         if not got or not got[0]:
             raise StockpoolError(
