@@ -78,20 +78,23 @@ BEGIN
     -- entries than the decision needs.
     v_level := stockpool._pool_level(v_stock.pool_target);
     v_mark := stockpool._refill_mark(v_level, v_stock.low_water, v_stock.pool_cap);
-    IF NOT p_low_water_only THEN
-        SELECT pg_catalog.count(*)::integer INTO v_pooled
-        FROM (
-            SELECT 1
-            FROM stockpool.pool_units AS u
-            WHERE u.shop_id = p_shop_id
-                AND u.item_id = p_item_id
-                AND u.location_id = p_location_id
-            LIMIT GREATEST(coalesce(p_cap, c_pool_max), p_min_extra)
-        ) AS live;
-    ELSE
-        v_pooled := stockpool._pooled_upto(p_shop_id, p_item_id, p_location_id, v_mark, v_stock.buckets);
+    IF p_low_water_only
+        AND stockpool._pooled_upto(p_shop_id, p_item_id, p_location_id, v_mark, v_stock.buckets) > v_mark THEN
+        RETURN 0;
     END IF;
-
+    -- What the refill is sized by is counted exactly: above 4,096 units the
+    -- low-water check estimates from one bucket, and an estimate that came
+    -- out low would read as demand (the level minus what is left) and fill
+    -- the pool far past it.
+    SELECT pg_catalog.count(*)::integer INTO v_pooled
+    FROM (
+        SELECT 1
+        FROM stockpool.pool_units AS u
+        WHERE u.shop_id = p_shop_id
+            AND u.item_id = p_item_id
+            AND u.location_id = p_location_id
+        LIMIT GREATEST(coalesce(p_cap, c_pool_max), p_min_extra)
+    ) AS live;
     IF p_low_water_only AND v_pooled > v_mark THEN
         RETURN 0;
     END IF;

@@ -3,7 +3,7 @@
 -- low-water mark (stockpool._refill_mark, which _refill applies and
 -- reserve_units samples).
 BEGIN;
-SELECT plan(25);
+SELECT plan(30);
 
 -- _record_hold.
 SELECT is(stockpool.set_stock(1, 1500, 1, 10), 10, 'key 1500 at 10');
@@ -67,6 +67,20 @@ SELECT is(stockpool.replenish_pool(1, 1500, 1, 8), 8, 'key 1500: 8 units pooled,
 UPDATE stockpool.stock SET pool_target = 10 WHERE item_id = 1500;
 SELECT is(stockpool._refill(1, 1500, 1, p_min_extra => 0, p_wait => false, p_low_water_only => true),
     2, 'a pool at or below its mark is topped up (to its level of 16; 2 units were free)');
+
+-- Above a mark of 4,096 the low-water look counts one random bucket and
+-- scales it up; what the refill is then sized by is counted exactly. Key
+-- 1503: 8,000 units pooled (level 8,000, mark 6,000), all of them moved into
+-- bucket 0 of 1,024, so the look almost always sees an empty bucket. Sized
+-- by that estimate the refill added 8,000 more units to a pool that was full.
+SELECT is(stockpool.set_stock(1, 1503, 1, 100000), 100000, 'key 1503 at 100,000');
+SELECT is(stockpool.replenish_pool(1, 1503, 1, 8000), 8000, '8,000 pooled');
+UPDATE stockpool.pool_units SET bucket = 0 WHERE item_id = 1503;
+UPDATE stockpool.stock SET buckets = 1024 WHERE item_id = 1503;
+SELECT is(stockpool._refill_mark(8000, 250, 1000), 6000, 'mark 6,000: above 4,096, estimated from one bucket');
+SELECT is(stockpool._refill(1, 1503, 1, p_min_extra => 0, p_wait => false, p_low_water_only => true),
+    0, 'a low estimate does not make a full pool refill: the exact count is above the mark');
+SELECT is((SELECT count(*)::integer FROM stockpool.pool_units WHERE item_id = 1503), 8000, 'still 8,000 pooled');
 
 -- reserve_units samples its low-water look: even with a mark of 0 (low_water
 -- 0, a pool_cap far above the level) one reservation in about level / 4 /
