@@ -4,14 +4,19 @@
 -- twice and returns the same number. Lines reserved after the last claim
 -- that have since expired or been released are not mistaken for a retry:
 -- they raise SP004 or SP005.
--- A claim never waits for a key's ledger row (escrow): per key it folds its
--- units into the ledger row, with those of earlier pending claims, when it
--- finds the row free (stockpool._settle, SKIP LOCKED); when another
--- transaction holds the row it records a pending claim instead, which the
--- next transaction to find the row free folds. Either way on hand as read
--- through stock_levels drops at this commit. In a REPEATABLE READ or
--- SERIALIZABLE transaction it always records pending claims: locking a row
--- updated since the snapshot would raise 40001.
+-- A claim never waits for a key's ledger row (escrow). For a key without a
+-- pool (its buyers do not meet) it folds its units into the ledger row, with
+-- those of earlier pending claims, when it finds the row free
+-- (stockpool._settle, SKIP LOCKED); when another transaction holds the row
+-- it records a pending claim instead, which the next transaction to find the
+-- row free folds. For a pooled key (a hot one) it always records a pending
+-- claim, and once 16 of them wait it tries to fold the batch (SKIP LOCKED),
+-- so the hot ledger row takes one update per batch rather than one per
+-- claim; refills, sweep, maintain, set_stock and adjust_stock fold as well.
+-- Either way on hand as read through stock_levels drops at this commit. In a
+-- REPEATABLE READ or SERIALIZABLE transaction it always records pending
+-- claims and folds none: locking a row updated since the snapshot would
+-- raise 40001.
 -- Locks: the checkout lock, the checkout's hold rows FOR UPDATE, then the
 -- ledger rows of its keys in sorted key order, SKIP LOCKED (pool, then
 -- holds, then ledger; nothing waited for after the hold rows).
@@ -31,6 +36,8 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $function$
 DECLARE
+    -- Pending claims of a pooled key that make its next claimer try to fold them.
+    c_batch constant integer := 16;
     v_hold record;
     v_fold boolean;
     v_folded integer;
@@ -42,6 +49,7 @@ DECLARE
     v_item_ids bigint[] := ARRAY[]::bigint[];
     v_location_ids bigint[] := ARRAY[]::bigint[];
     v_quantities integer[] := ARRAY[]::integer[];
+    v_pooled boolean[] := ARRAY[]::boolean[];
     v_i integer;
 BEGIN
     IF p_shop_id IS NULL OR p_checkout_id IS NULL THEN
@@ -55,12 +63,17 @@ BEGIN
 
     FOR v_hold IN
         SELECT h.item_id, h.location_id, h.status, h.quantity,
-               h.expires_at <= pg_catalog.now() AS overdue
+               h.expires_at <= pg_catalog.now() AS overdue,
+               s.pool_target > 0 AS pooled
         FROM stockpool.holds AS h
+        JOIN stockpool.stock AS s
+            ON s.shop_id = h.shop_id
+            AND s.item_id = h.item_id
+            AND s.location_id = h.location_id
         WHERE h.shop_id = p_shop_id
             AND h.checkout_id = p_checkout_id
         ORDER BY h.item_id, h.location_id
-        FOR UPDATE
+        FOR UPDATE OF h
     LOOP
         v_rows := v_rows + 1;
         CASE
@@ -70,6 +83,7 @@ BEGIN
                 v_item_ids := v_item_ids || v_hold.item_id;
                 v_location_ids := v_location_ids || v_hold.location_id;
                 v_quantities := v_quantities || v_hold.quantity;
+                v_pooled := v_pooled || v_hold.pooled;
             WHEN v_hold.status = 'expired' THEN v_expired := v_expired + 1;
             WHEN v_hold.status = 'released' THEN v_released := v_released + 1;
             ELSE v_claimed := v_claimed + v_hold.quantity;
@@ -119,7 +133,11 @@ BEGIN
 
     v_fold := pg_catalog.current_setting('transaction_isolation') = 'read committed';
     FOR v_i IN 1..v_held LOOP
-        v_folded := CASE WHEN v_fold THEN
+        -- A key without a pool (its buyers do not meet): fold at once when
+        -- the row is free. A pooled key: a pending claim, and the batch is
+        -- folded once c_batch of them wait, so that its ledger row takes
+        -- one update per batch instead of one per claim.
+        v_folded := CASE WHEN v_fold AND NOT v_pooled[v_i] THEN
             stockpool._settle(p_shop_id, v_item_ids[v_i], v_location_ids[v_i], false,
                               p_checkout_id, v_quantities[v_i])
         END;
@@ -128,6 +146,19 @@ BEGIN
                 (shop_id, item_id, location_id, checkout_id, quantity)
             VALUES
                 (p_shop_id, v_item_ids[v_i], v_location_ids[v_i], p_checkout_id, v_quantities[v_i]);
+            IF v_fold AND v_pooled[v_i] AND (
+                    SELECT pg_catalog.count(*)
+                    FROM (
+                        SELECT
+                        FROM stockpool.pending_claims AS c
+                        WHERE c.shop_id = p_shop_id
+                            AND c.item_id = v_item_ids[v_i]
+                            AND c.location_id = v_location_ids[v_i]
+                        LIMIT c_batch
+                    ) AS waiting
+                ) >= c_batch THEN
+                PERFORM stockpool._settle(p_shop_id, v_item_ids[v_i], v_location_ids[v_i], false);
+            END IF;
         END IF;
         v_claimed := v_claimed + v_quantities[v_i];
     END LOOP;

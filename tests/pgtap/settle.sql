@@ -10,7 +10,7 @@
 -- key). tests/isolation/specs/claims-do-not-queue.spec and
 -- tests/python/test_settle.py make real claims meet a busy row.
 BEGIN;
-SELECT plan(57);
+SELECT plan(70);
 
 CREATE FUNCTION pg_temp.claim_while_busy(p_shop_id bigint, p_checkout_id uuid)
 RETURNS integer
@@ -182,7 +182,43 @@ SELECT results_eq(
     $$VALUES (9, 2, 0, 7, 0)$$, 'and folded the pending claim: on hand 9, nothing unsettled');
 SELECT is((SELECT on_hand FROM stockpool.stock WHERE (shop_id, item_id, location_id) = (1, 1303, 1)), 9,
     'the ledger row says 9');
-SELECT is_empty($$SELECT * FROM stockpool.check_invariants() WHERE item_id BETWEEN 1300 AND 1303$$,
+
+-- A pooled key (a hot one): its claims are pending even while the row is
+-- free, and the claim that makes 16 of them wait folds the batch, so the
+-- ledger row takes one update per 16 claims. Checkouts 0x1400 + n hold 1.
+SELECT is(stockpool.set_stock(1, 1304, 1, 100), 100, 'key 1304 at 100');
+SELECT is(stockpool.replenish_pool(1, 1304, 1, 40), 40, 'a pool of 40: a pooled key');
+SELECT ok(bool_and(stockpool.reserve_units(1, 1304, 1, 1,
+                   ('00000000-0000-0000-0000-00000000' || to_hex(5120 + n))::uuid)),
+    'checkouts 1..17 hold one unit each')
+FROM generate_series(1, 17) AS n;
+SELECT is(sum(stockpool.claim(1, ('00000000-0000-0000-0000-00000000' || to_hex(5120 + n))::uuid))::integer, 15,
+    'checkouts 1..15 claim with the row free')
+FROM generate_series(1, 15) AS n;
+SELECT is((SELECT count(*)::integer FROM stockpool.pending_claims WHERE item_id = 1304), 15,
+    'all 15 are pending: a pooled key''s claim does not fold at once');
+SELECT results_eq(
+    $$SELECT s.on_hand, l.on_hand, l.unsettled
+      FROM stockpool.stock AS s JOIN stockpool.stock_levels AS l USING (shop_id, item_id, location_id)
+      WHERE (s.shop_id, s.item_id, s.location_id) = (1, 1304, 1)$$,
+    $$VALUES (100, 85, 15)$$, 'the ledger row still says 100; on hand as read is 85');
+SELECT is(stockpool.claim(1, '00000000-0000-0000-0000-000000001410'), 1, 'checkout 16 claims');
+SELECT is_empty($$SELECT * FROM stockpool.pending_claims WHERE item_id = 1304$$,
+    'the 16th pending claim made it fold the batch');
+SELECT results_eq(
+    $$SELECT s.on_hand, l.on_hand, l.unsettled
+      FROM stockpool.stock AS s JOIN stockpool.stock_levels AS l USING (shop_id, item_id, location_id)
+      WHERE (s.shop_id, s.item_id, s.location_id) = (1, 1304, 1)$$,
+    $$VALUES (84, 84, 0)$$, 'the ledger row fell by 16 in one fold');
+SELECT results_eq(
+    $$SELECT checkout_id FROM stockpool.movements WHERE item_id = 1304 AND reason = 'claim' ORDER BY movement_id$$,
+    $$SELECT ('00000000-0000-0000-0000-00000000' || to_hex(5120 + n))::uuid FROM generate_series(1, 16) AS n$$,
+    'one movement per claim, in claim order');
+SELECT is_empty($$SELECT * FROM pg_temp.replay_errors(1304)$$, 'the history replays to 84');
+SELECT is(stockpool.claim(1, '00000000-0000-0000-0000-000000001411'), 1, 'checkout 17 claims: pending again');
+SELECT is((SELECT count(*)::integer FROM stockpool.pending_claims WHERE item_id = 1304), 1, 'one pending');
+
+SELECT is_empty($$SELECT * FROM stockpool.check_invariants() WHERE item_id BETWEEN 1300 AND 1304$$,
     'invariants hold for every key of this file');
 
 SELECT * FROM finish();
