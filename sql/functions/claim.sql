@@ -10,9 +10,10 @@
 -- (stockpool._settle, SKIP LOCKED); when another transaction holds the row
 -- it records a pending claim instead, which the next transaction to find the
 -- row free folds. For a pooled key (a hot one) it always records a pending
--- claim, and once 16 of them wait it tries to fold the batch (SKIP LOCKED),
--- so the hot ledger row takes one update per batch rather than one per
--- claim; refills, sweep, maintain, set_stock and adjust_stock fold as well.
+-- claim, and one claim in 16 (picked by its checkout id's hash) tries to
+-- fold the key's pending claims (SKIP LOCKED), so the hot ledger row takes
+-- about one update per 16 claims rather than one per claim; refills, sweep,
+-- maintain, set_stock and adjust_stock fold as well.
 -- Either way on hand as read through stock_levels drops at this commit. In a
 -- REPEATABLE READ or SERIALIZABLE transaction it always records pending
 -- claims and folds none: locking a row updated since the snapshot would
@@ -36,7 +37,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $function$
 DECLARE
-    -- Pending claims of a pooled key that make its next claimer try to fold them.
+    -- One claim of a pooled key in this many tries to fold its pending claims.
     c_batch constant integer := 16;
     v_hold record;
     v_fold boolean;
@@ -134,9 +135,10 @@ BEGIN
     v_fold := pg_catalog.current_setting('transaction_isolation') = 'read committed';
     FOR v_i IN 1..v_held LOOP
         -- A key without a pool (its buyers do not meet): fold at once when
-        -- the row is free. A pooled key: a pending claim, and the batch is
-        -- folded once c_batch of them wait, so that its ledger row takes
-        -- one update per batch instead of one per claim.
+        -- the row is free. A pooled key: a pending claim, and one claim in
+        -- c_batch (by its checkout id's hash: no shared row is read or
+        -- written to pick it) tries to fold the key's pending claims, so
+        -- that its ledger row takes about one update per c_batch claims.
         v_folded := CASE WHEN v_fold AND NOT v_pooled[v_i] THEN
             stockpool._settle(p_shop_id, v_item_ids[v_i], v_location_ids[v_i], false,
                               p_checkout_id, v_quantities[v_i])
@@ -146,17 +148,7 @@ BEGIN
                 (shop_id, item_id, location_id, checkout_id, quantity)
             VALUES
                 (p_shop_id, v_item_ids[v_i], v_location_ids[v_i], p_checkout_id, v_quantities[v_i]);
-            IF v_fold AND v_pooled[v_i] AND (
-                    SELECT pg_catalog.count(*)
-                    FROM (
-                        SELECT
-                        FROM stockpool.pending_claims AS c
-                        WHERE c.shop_id = p_shop_id
-                            AND c.item_id = v_item_ids[v_i]
-                            AND c.location_id = v_location_ids[v_i]
-                        LIMIT c_batch
-                    ) AS waiting
-                ) >= c_batch THEN
+            IF v_fold AND v_pooled[v_i] AND pg_catalog.uuid_hash(p_checkout_id) % c_batch = 0 THEN
                 PERFORM stockpool._settle(p_shop_id, v_item_ids[v_i], v_location_ids[v_i], false);
             END IF;
         END IF;

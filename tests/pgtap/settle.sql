@@ -10,7 +10,7 @@
 -- key). tests/isolation/specs/claims-do-not-queue.spec and
 -- tests/python/test_settle.py make real claims meet a busy row.
 BEGIN;
-SELECT plan(70);
+SELECT plan(71);
 
 CREATE FUNCTION pg_temp.claim_while_busy(p_shop_id bigint, p_checkout_id uuid)
 RETURNS integer
@@ -184,17 +184,32 @@ SELECT is((SELECT on_hand FROM stockpool.stock WHERE (shop_id, item_id, location
     'the ledger row says 9');
 
 -- A pooled key (a hot one): its claims are pending even while the row is
--- free, and the claim that makes 16 of them wait folds the batch, so the
--- ledger row takes one update per 16 claims. Checkouts 0x1400 + n hold 1.
+-- free, and one claim in 16 (its checkout id's uuid_hash a multiple of 16)
+-- folds the key's pending claims, so the ledger row takes about one update
+-- per 16 claims. pg_temp.buyers: 15 checkouts that do not fold, then one
+-- that does, then one more that does not, in that order.
+CREATE TEMPORARY TABLE buyers AS
+WITH ids AS (
+    SELECT n, ('00000000-0000-0000-0000-' || lpad(to_hex(5120 + n), 12, '0'))::uuid AS checkout_id
+    FROM generate_series(1, 400) AS n
+),
+plain AS (
+    SELECT checkout_id, row_number() OVER (ORDER BY n) AS k FROM ids WHERE uuid_hash(checkout_id) % 16 <> 0
+),
+folder AS (
+    SELECT checkout_id FROM ids WHERE uuid_hash(checkout_id) % 16 = 0 ORDER BY n LIMIT 1
+)
+SELECT k AS turn, checkout_id FROM plain WHERE k <= 15
+UNION ALL SELECT 16, checkout_id FROM folder
+UNION ALL SELECT 17, checkout_id FROM plain WHERE k = 16;
+SELECT is((SELECT count(*)::integer FROM pg_temp.buyers), 17, '17 buyers, one of them a folder');
+
 SELECT is(stockpool.set_stock(1, 1304, 1, 100), 100, 'key 1304 at 100');
 SELECT is(stockpool.replenish_pool(1, 1304, 1, 40), 40, 'a pool of 40: a pooled key');
-SELECT ok(bool_and(stockpool.reserve_units(1, 1304, 1, 1,
-                   ('00000000-0000-0000-0000-00000000' || to_hex(5120 + n))::uuid)),
-    'checkouts 1..17 hold one unit each')
-FROM generate_series(1, 17) AS n;
-SELECT is(sum(stockpool.claim(1, ('00000000-0000-0000-0000-00000000' || to_hex(5120 + n))::uuid))::integer, 15,
-    'checkouts 1..15 claim with the row free')
-FROM generate_series(1, 15) AS n;
+SELECT ok(bool_and(stockpool.reserve_units(1, 1304, 1, 1, checkout_id)), 'the 17 hold one unit each')
+FROM pg_temp.buyers;
+SELECT is(sum(stockpool.claim(1, checkout_id))::integer, 15, 'the first 15 claim with the row free')
+FROM (SELECT checkout_id FROM pg_temp.buyers WHERE turn <= 15 ORDER BY turn) AS b;
 SELECT is((SELECT count(*)::integer FROM stockpool.pending_claims WHERE item_id = 1304), 15,
     'all 15 are pending: a pooled key''s claim does not fold at once');
 SELECT results_eq(
@@ -202,9 +217,10 @@ SELECT results_eq(
       FROM stockpool.stock AS s JOIN stockpool.stock_levels AS l USING (shop_id, item_id, location_id)
       WHERE (s.shop_id, s.item_id, s.location_id) = (1, 1304, 1)$$,
     $$VALUES (100, 85, 15)$$, 'the ledger row still says 100; on hand as read is 85');
-SELECT is(stockpool.claim(1, '00000000-0000-0000-0000-000000001410'), 1, 'checkout 16 claims');
+SELECT is(stockpool.claim(1, (SELECT checkout_id FROM pg_temp.buyers WHERE turn = 16)), 1,
+    'the folder claims');
 SELECT is_empty($$SELECT * FROM stockpool.pending_claims WHERE item_id = 1304$$,
-    'the 16th pending claim made it fold the batch');
+    'it folded the 15 pending claims with its own');
 SELECT results_eq(
     $$SELECT s.on_hand, l.on_hand, l.unsettled
       FROM stockpool.stock AS s JOIN stockpool.stock_levels AS l USING (shop_id, item_id, location_id)
@@ -212,10 +228,11 @@ SELECT results_eq(
     $$VALUES (84, 84, 0)$$, 'the ledger row fell by 16 in one fold');
 SELECT results_eq(
     $$SELECT checkout_id FROM stockpool.movements WHERE item_id = 1304 AND reason = 'claim' ORDER BY movement_id$$,
-    $$SELECT ('00000000-0000-0000-0000-00000000' || to_hex(5120 + n))::uuid FROM generate_series(1, 16) AS n$$,
+    $$SELECT checkout_id FROM pg_temp.buyers WHERE turn <= 16 ORDER BY turn$$,
     'one movement per claim, in claim order');
 SELECT is_empty($$SELECT * FROM pg_temp.replay_errors(1304)$$, 'the history replays to 84');
-SELECT is(stockpool.claim(1, '00000000-0000-0000-0000-000000001411'), 1, 'checkout 17 claims: pending again');
+SELECT is(stockpool.claim(1, (SELECT checkout_id FROM pg_temp.buyers WHERE turn = 17)), 1,
+    'one more claims: pending again');
 SELECT is((SELECT count(*)::integer FROM stockpool.pending_claims WHERE item_id = 1304), 1, 'one pending');
 
 SELECT is_empty($$SELECT * FROM stockpool.check_invariants() WHERE item_id BETWEEN 1300 AND 1304$$,
