@@ -7,11 +7,17 @@
 -- position order, waiting for units locked by in-flight transactions (the
 -- near-sellout path: a unit whose locker rolls back is not sold out).
 -- One block (p_adjacent): p_quantity consecutive free positions (a gap
--- breaks a block). The block starts are read without a lock, in position
--- order; without p_wait one of the first 16 is tried first at random, then
--- the others in order, each SKIP LOCKED; with p_wait every start in
--- position order, waiting. A block found short (a unit taken meanwhile) is
--- given back by rolling back its subtransaction before the next is tried.
+-- breaks a block). Block starts are read without a lock, in position order.
+-- Without p_wait: a pass over the whole key, SKIP LOCKED, from a random
+-- point within p_buckets * p_quantity positions of the lowest free one up,
+-- then from the lowest up to that point; starts are read 16 at a time (an
+-- index range scan, not the whole key) and a block sharing seats with the
+-- one tried just before it is passed over, so buyers starting near each
+-- other aim at different blocks; a second pass tries those as well. NULL
+-- only when no block could be locked. With p_wait: every start in position
+-- order, waiting. A block
+-- found short (a unit taken meanwhile) is given back by rolling back its
+-- subtransaction before the next is tried.
 -- Locks: named_free rows FOR UPDATE (SKIP LOCKED without p_wait), in
 -- position order when waiting. A caller that waits must hold no named_free
 -- row (waits are ordered by position, so waiters cannot close a cycle;
@@ -31,15 +37,20 @@ RETURNS text[]
 LANGUAGE plpgsql
 AS $function$
 DECLARE
-    -- Block starts looked at without waiting (one picked at random first).
+    -- Block starts read at a time on the pass without waiting.
     c_spread constant integer := 16;
     v_start integer := pg_catalog.floor(pg_catalog.random() * p_buckets)::integer;
     v_taken text[];
     v_more text[];
     v_starts integer[];
     v_n integer;
-    v_first integer;
     v_i integer;
+    v_lowest integer;
+    v_from integer;
+    v_next integer;
+    v_last integer;
+    v_wrapped boolean := false;
+    v_dense boolean := false;
 BEGIN
     IF NOT p_adjacent THEN
         BEGIN
@@ -124,11 +135,10 @@ BEGIN
         END;
     END IF;
 
-    -- A block: starts s whose (p_quantity - 1)th next free position is
-    -- s + p_quantity - 1 (positions are unique, so the block has no gap).
-    SELECT pg_catalog.array_agg(b.position ORDER BY b.position) INTO v_starts
-    FROM (
-        SELECT x.position
+    IF p_wait THEN
+        -- Near sellout, holding no free row: every block start in position
+        -- order, waiting for units locked by in-flight transactions.
+        SELECT pg_catalog.array_agg(b.position ORDER BY b.position) INTO v_starts
         FROM (
             SELECT f.position,
                    pg_catalog.lead(f.position, p_quantity - 1) OVER (ORDER BY f.position) AS last_position
@@ -136,28 +146,17 @@ BEGIN
             WHERE f.shop_id = p_shop_id
                 AND f.item_id = p_item_id
                 AND f.location_id = p_location_id
-        ) AS x
-        WHERE x.last_position = x.position + p_quantity - 1
-        ORDER BY x.position
-        LIMIT CASE WHEN p_wait THEN NULL ELSE c_spread END
-    ) AS b;
-    v_n := coalesce(pg_catalog.cardinality(v_starts), 0);
-    IF v_n = 0 THEN
-        RETURN NULL;
-    END IF;
-    v_first := CASE WHEN p_wait THEN 0 ELSE pg_catalog.floor(pg_catalog.random() * v_n)::integer END;
-
-    FOR v_i IN 0..v_n - 1 LOOP
-        BEGIN
-            IF p_wait THEN
+        ) AS b
+        WHERE b.last_position = b.position + p_quantity - 1;
+        FOR v_i IN 1..coalesce(pg_catalog.cardinality(v_starts), 0) LOOP
+            BEGIN
                 WITH picked AS (
                     SELECT f.ctid AS row_id
                     FROM stockpool.named_free AS f
                     WHERE f.shop_id = p_shop_id
                         AND f.item_id = p_item_id
                         AND f.location_id = p_location_id
-                        AND f.position BETWEEN v_starts[(v_first + v_i) % v_n + 1]
-                        AND v_starts[(v_first + v_i) % v_n + 1] + p_quantity - 1
+                        AND f.position BETWEEN v_starts[v_i] AND v_starts[v_i] + p_quantity - 1
                     ORDER BY f.position
                     FOR UPDATE
                 ),
@@ -169,15 +168,87 @@ BEGIN
                 )
                 SELECT pg_catalog.array_agg(t.label ORDER BY t.position) INTO v_taken
                 FROM taken AS t;
+                IF coalesce(pg_catalog.cardinality(v_taken), 0) < p_quantity THEN
+                    RAISE EXCEPTION USING ERRCODE = 'SPX04';
+                END IF;
+                RETURN v_taken;
+            EXCEPTION
+                WHEN SQLSTATE 'SPX04' THEN
+                    NULL;
+            END;
+        END LOOP;
+        RETURN NULL;
+    END IF;
+
+    -- Without waiting: a pass over the key's blocks, SKIP LOCKED, from a
+    -- random point near the lowest free position (within the key's buckets
+    -- times p_quantity of it) up, then from the lowest up to that point.
+    -- Blocks are read without a lock, c_spread at a time, in position order;
+    -- the first pass passes over a block sharing seats with the one tried
+    -- just before it, so that buyers starting near each other aim at
+    -- different blocks; a second pass tries those too. NULL only when no
+    -- block could be locked (the caller then waits).
+    SELECT pg_catalog.min(f.position) INTO v_lowest
+    FROM stockpool.named_free AS f
+    WHERE f.shop_id = p_shop_id
+        AND f.item_id = p_item_id
+        AND f.location_id = p_location_id;
+    IF v_lowest IS NULL THEN
+        RETURN NULL;
+    END IF;
+    v_from := v_lowest + pg_catalog.floor(pg_catalog.random() * p_buckets * p_quantity)::integer;
+    v_next := v_from;
+    LOOP
+        -- Starts at or after v_next; on the wrapped pass only those below
+        -- v_from (a block may reach past it).
+        SELECT pg_catalog.array_agg(b.position ORDER BY b.position) INTO v_starts
+        FROM (
+            SELECT x.position
+            FROM (
+                SELECT f.position,
+                       pg_catalog.lead(f.position, p_quantity - 1) OVER (ORDER BY f.position) AS last_position
+                FROM stockpool.named_free AS f
+                WHERE f.shop_id = p_shop_id
+                    AND f.item_id = p_item_id
+                    AND f.location_id = p_location_id
+                    AND f.position >= v_next
+                    AND (NOT v_wrapped OR f.position < v_from + p_quantity - 1)
+                ORDER BY f.position
+            ) AS x
+            WHERE x.last_position = x.position + p_quantity - 1
+                AND (NOT v_wrapped OR x.position < v_from)
+            ORDER BY x.position
+            LIMIT c_spread
+        ) AS b;
+        v_n := coalesce(pg_catalog.cardinality(v_starts), 0);
+        IF v_n = 0 THEN
+            IF NOT v_wrapped AND v_from > v_lowest THEN
+                v_wrapped := true;
+                v_next := v_lowest;
+            ELSIF NOT v_dense THEN
+                -- A second pass, trying the blocks the first passed over.
+                v_dense := true;
+                v_wrapped := false;
+                v_next := v_from;
             ELSE
+                RETURN NULL;
+            END IF;
+            v_last := NULL;
+            CONTINUE;
+        END IF;
+        FOR v_i IN 1..v_n LOOP
+            -- Not a block sharing seats with the one tried before it (on
+            -- the first pass).
+            CONTINUE WHEN NOT v_dense AND v_last IS NOT NULL AND v_starts[v_i] < v_last + p_quantity;
+            v_last := v_starts[v_i];
+            BEGIN
                 WITH picked AS (
                     SELECT f.ctid AS row_id
                     FROM stockpool.named_free AS f
                     WHERE f.shop_id = p_shop_id
                         AND f.item_id = p_item_id
                         AND f.location_id = p_location_id
-                        AND f.position BETWEEN v_starts[(v_first + v_i) % v_n + 1]
-                        AND v_starts[(v_first + v_i) % v_n + 1] + p_quantity - 1
+                        AND f.position BETWEEN v_starts[v_i] AND v_starts[v_i] + p_quantity - 1
                     ORDER BY f.position
                     FOR UPDATE SKIP LOCKED
                 ),
@@ -189,17 +260,17 @@ BEGIN
                 )
                 SELECT pg_catalog.array_agg(t.label ORDER BY t.position) INTO v_taken
                 FROM taken AS t;
-            END IF;
-            IF coalesce(pg_catalog.cardinality(v_taken), 0) < p_quantity THEN
-                RAISE EXCEPTION USING ERRCODE = 'SPX04';
-            END IF;
-            RETURN v_taken;
-        EXCEPTION
-            WHEN SQLSTATE 'SPX04' THEN
-                NULL;
-        END;
+                IF coalesce(pg_catalog.cardinality(v_taken), 0) < p_quantity THEN
+                    RAISE EXCEPTION USING ERRCODE = 'SPX04';
+                END IF;
+                RETURN v_taken;
+            EXCEPTION
+                WHEN SQLSTATE 'SPX04' THEN
+                    NULL;
+            END;
+        END LOOP;
+        v_next := v_starts[v_n] + 1;
     END LOOP;
-    RETURN NULL;
 END;
 $function$;
 

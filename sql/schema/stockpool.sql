@@ -790,20 +790,23 @@ BEGIN
     -- entries than the decision needs.
     v_level := stockpool._pool_level(v_stock.pool_target);
     v_mark := stockpool._refill_mark(v_level, v_stock.low_water, v_stock.pool_cap);
-    IF NOT p_low_water_only THEN
-        SELECT pg_catalog.count(*)::integer INTO v_pooled
-        FROM (
-            SELECT 1
-            FROM stockpool.pool_units AS u
-            WHERE u.shop_id = p_shop_id
-                AND u.item_id = p_item_id
-                AND u.location_id = p_location_id
-            LIMIT GREATEST(coalesce(p_cap, c_pool_max), p_min_extra)
-        ) AS live;
-    ELSE
-        v_pooled := stockpool._pooled_upto(p_shop_id, p_item_id, p_location_id, v_mark, v_stock.buckets);
+    IF p_low_water_only
+        AND stockpool._pooled_upto(p_shop_id, p_item_id, p_location_id, v_mark, v_stock.buckets) > v_mark THEN
+        RETURN 0;
     END IF;
-
+    -- What the refill is sized by is counted exactly: above 4,096 units the
+    -- low-water check estimates from one bucket, and an estimate that came
+    -- out low would read as demand (the level minus what is left) and fill
+    -- the pool far past it.
+    SELECT pg_catalog.count(*)::integer INTO v_pooled
+    FROM (
+        SELECT 1
+        FROM stockpool.pool_units AS u
+        WHERE u.shop_id = p_shop_id
+            AND u.item_id = p_item_id
+            AND u.location_id = p_location_id
+        LIMIT GREATEST(coalesce(p_cap, c_pool_max), p_min_extra)
+    ) AS live;
     IF p_low_water_only AND v_pooled > v_mark THEN
         RETURN 0;
     END IF;
@@ -1594,15 +1597,20 @@ CREATE FUNCTION stockpool._take_named(p_shop_id bigint, p_item_id bigint, p_loca
     LANGUAGE plpgsql
     AS $$
 DECLARE
-    -- Block starts looked at without waiting (one picked at random first).
+    -- Block starts read at a time on the pass without waiting.
     c_spread constant integer := 16;
     v_start integer := pg_catalog.floor(pg_catalog.random() * p_buckets)::integer;
     v_taken text[];
     v_more text[];
     v_starts integer[];
     v_n integer;
-    v_first integer;
     v_i integer;
+    v_lowest integer;
+    v_from integer;
+    v_next integer;
+    v_last integer;
+    v_wrapped boolean := false;
+    v_dense boolean := false;
 BEGIN
     IF NOT p_adjacent THEN
         BEGIN
@@ -1687,11 +1695,10 @@ BEGIN
         END;
     END IF;
 
-    -- A block: starts s whose (p_quantity - 1)th next free position is
-    -- s + p_quantity - 1 (positions are unique, so the block has no gap).
-    SELECT pg_catalog.array_agg(b.position ORDER BY b.position) INTO v_starts
-    FROM (
-        SELECT x.position
+    IF p_wait THEN
+        -- Near sellout, holding no free row: every block start in position
+        -- order, waiting for units locked by in-flight transactions.
+        SELECT pg_catalog.array_agg(b.position ORDER BY b.position) INTO v_starts
         FROM (
             SELECT f.position,
                    pg_catalog.lead(f.position, p_quantity - 1) OVER (ORDER BY f.position) AS last_position
@@ -1699,28 +1706,17 @@ BEGIN
             WHERE f.shop_id = p_shop_id
                 AND f.item_id = p_item_id
                 AND f.location_id = p_location_id
-        ) AS x
-        WHERE x.last_position = x.position + p_quantity - 1
-        ORDER BY x.position
-        LIMIT CASE WHEN p_wait THEN NULL ELSE c_spread END
-    ) AS b;
-    v_n := coalesce(pg_catalog.cardinality(v_starts), 0);
-    IF v_n = 0 THEN
-        RETURN NULL;
-    END IF;
-    v_first := CASE WHEN p_wait THEN 0 ELSE pg_catalog.floor(pg_catalog.random() * v_n)::integer END;
-
-    FOR v_i IN 0..v_n - 1 LOOP
-        BEGIN
-            IF p_wait THEN
+        ) AS b
+        WHERE b.last_position = b.position + p_quantity - 1;
+        FOR v_i IN 1..coalesce(pg_catalog.cardinality(v_starts), 0) LOOP
+            BEGIN
                 WITH picked AS (
                     SELECT f.ctid AS row_id
                     FROM stockpool.named_free AS f
                     WHERE f.shop_id = p_shop_id
                         AND f.item_id = p_item_id
                         AND f.location_id = p_location_id
-                        AND f.position BETWEEN v_starts[(v_first + v_i) % v_n + 1]
-                        AND v_starts[(v_first + v_i) % v_n + 1] + p_quantity - 1
+                        AND f.position BETWEEN v_starts[v_i] AND v_starts[v_i] + p_quantity - 1
                     ORDER BY f.position
                     FOR UPDATE
                 ),
@@ -1732,15 +1728,87 @@ BEGIN
                 )
                 SELECT pg_catalog.array_agg(t.label ORDER BY t.position) INTO v_taken
                 FROM taken AS t;
+                IF coalesce(pg_catalog.cardinality(v_taken), 0) < p_quantity THEN
+                    RAISE EXCEPTION USING ERRCODE = 'SPX04';
+                END IF;
+                RETURN v_taken;
+            EXCEPTION
+                WHEN SQLSTATE 'SPX04' THEN
+                    NULL;
+            END;
+        END LOOP;
+        RETURN NULL;
+    END IF;
+
+    -- Without waiting: a pass over the key's blocks, SKIP LOCKED, from a
+    -- random point near the lowest free position (within the key's buckets
+    -- times p_quantity of it) up, then from the lowest up to that point.
+    -- Blocks are read without a lock, c_spread at a time, in position order;
+    -- the first pass passes over a block sharing seats with the one tried
+    -- just before it, so that buyers starting near each other aim at
+    -- different blocks; a second pass tries those too. NULL only when no
+    -- block could be locked (the caller then waits).
+    SELECT pg_catalog.min(f.position) INTO v_lowest
+    FROM stockpool.named_free AS f
+    WHERE f.shop_id = p_shop_id
+        AND f.item_id = p_item_id
+        AND f.location_id = p_location_id;
+    IF v_lowest IS NULL THEN
+        RETURN NULL;
+    END IF;
+    v_from := v_lowest + pg_catalog.floor(pg_catalog.random() * p_buckets * p_quantity)::integer;
+    v_next := v_from;
+    LOOP
+        -- Starts at or after v_next; on the wrapped pass only those below
+        -- v_from (a block may reach past it).
+        SELECT pg_catalog.array_agg(b.position ORDER BY b.position) INTO v_starts
+        FROM (
+            SELECT x.position
+            FROM (
+                SELECT f.position,
+                       pg_catalog.lead(f.position, p_quantity - 1) OVER (ORDER BY f.position) AS last_position
+                FROM stockpool.named_free AS f
+                WHERE f.shop_id = p_shop_id
+                    AND f.item_id = p_item_id
+                    AND f.location_id = p_location_id
+                    AND f.position >= v_next
+                    AND (NOT v_wrapped OR f.position < v_from + p_quantity - 1)
+                ORDER BY f.position
+            ) AS x
+            WHERE x.last_position = x.position + p_quantity - 1
+                AND (NOT v_wrapped OR x.position < v_from)
+            ORDER BY x.position
+            LIMIT c_spread
+        ) AS b;
+        v_n := coalesce(pg_catalog.cardinality(v_starts), 0);
+        IF v_n = 0 THEN
+            IF NOT v_wrapped AND v_from > v_lowest THEN
+                v_wrapped := true;
+                v_next := v_lowest;
+            ELSIF NOT v_dense THEN
+                -- A second pass, trying the blocks the first passed over.
+                v_dense := true;
+                v_wrapped := false;
+                v_next := v_from;
             ELSE
+                RETURN NULL;
+            END IF;
+            v_last := NULL;
+            CONTINUE;
+        END IF;
+        FOR v_i IN 1..v_n LOOP
+            -- Not a block sharing seats with the one tried before it (on
+            -- the first pass).
+            CONTINUE WHEN NOT v_dense AND v_last IS NOT NULL AND v_starts[v_i] < v_last + p_quantity;
+            v_last := v_starts[v_i];
+            BEGIN
                 WITH picked AS (
                     SELECT f.ctid AS row_id
                     FROM stockpool.named_free AS f
                     WHERE f.shop_id = p_shop_id
                         AND f.item_id = p_item_id
                         AND f.location_id = p_location_id
-                        AND f.position BETWEEN v_starts[(v_first + v_i) % v_n + 1]
-                        AND v_starts[(v_first + v_i) % v_n + 1] + p_quantity - 1
+                        AND f.position BETWEEN v_starts[v_i] AND v_starts[v_i] + p_quantity - 1
                     ORDER BY f.position
                     FOR UPDATE SKIP LOCKED
                 ),
@@ -1752,17 +1820,17 @@ BEGIN
                 )
                 SELECT pg_catalog.array_agg(t.label ORDER BY t.position) INTO v_taken
                 FROM taken AS t;
-            END IF;
-            IF coalesce(pg_catalog.cardinality(v_taken), 0) < p_quantity THEN
-                RAISE EXCEPTION USING ERRCODE = 'SPX04';
-            END IF;
-            RETURN v_taken;
-        EXCEPTION
-            WHEN SQLSTATE 'SPX04' THEN
-                NULL;
-        END;
+                IF coalesce(pg_catalog.cardinality(v_taken), 0) < p_quantity THEN
+                    RAISE EXCEPTION USING ERRCODE = 'SPX04';
+                END IF;
+                RETURN v_taken;
+            EXCEPTION
+                WHEN SQLSTATE 'SPX04' THEN
+                    NULL;
+            END;
+        END LOOP;
+        v_next := v_starts[v_n] + 1;
     END LOOP;
-    RETURN NULL;
 END;
 $$;
 
@@ -2254,6 +2322,8 @@ CREATE FUNCTION stockpool.claim(p_shop_id bigint, p_checkout_id uuid) RETURNS in
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
+    -- One claim of a pooled key in this many tries to fold its pending claims.
+    c_batch constant integer := 16;
     v_hold record;
     v_fold boolean;
     v_folded integer;
@@ -2265,6 +2335,7 @@ DECLARE
     v_item_ids bigint[] := ARRAY[]::bigint[];
     v_location_ids bigint[] := ARRAY[]::bigint[];
     v_quantities integer[] := ARRAY[]::integer[];
+    v_pooled boolean[] := ARRAY[]::boolean[];
     v_i integer;
 BEGIN
     IF p_shop_id IS NULL OR p_checkout_id IS NULL THEN
@@ -2278,12 +2349,17 @@ BEGIN
 
     FOR v_hold IN
         SELECT h.item_id, h.location_id, h.status, h.quantity,
-               h.expires_at <= pg_catalog.now() AS overdue
+               h.expires_at <= pg_catalog.now() AS overdue,
+               s.pool_target > 0 AS pooled
         FROM stockpool.holds AS h
+        JOIN stockpool.stock AS s
+            ON s.shop_id = h.shop_id
+            AND s.item_id = h.item_id
+            AND s.location_id = h.location_id
         WHERE h.shop_id = p_shop_id
             AND h.checkout_id = p_checkout_id
         ORDER BY h.item_id, h.location_id
-        FOR UPDATE
+        FOR UPDATE OF h
     LOOP
         v_rows := v_rows + 1;
         CASE
@@ -2293,6 +2369,7 @@ BEGIN
                 v_item_ids := v_item_ids || v_hold.item_id;
                 v_location_ids := v_location_ids || v_hold.location_id;
                 v_quantities := v_quantities || v_hold.quantity;
+                v_pooled := v_pooled || v_hold.pooled;
             WHEN v_hold.status = 'expired' THEN v_expired := v_expired + 1;
             WHEN v_hold.status = 'released' THEN v_released := v_released + 1;
             ELSE v_claimed := v_claimed + v_hold.quantity;
@@ -2342,7 +2419,12 @@ BEGIN
 
     v_fold := pg_catalog.current_setting('transaction_isolation') = 'read committed';
     FOR v_i IN 1..v_held LOOP
-        v_folded := CASE WHEN v_fold THEN
+        -- A key without a pool (its buyers do not meet): fold at once when
+        -- the row is free. A pooled key: a pending claim, and one claim in
+        -- c_batch (by its checkout id's hash: no shared row is read or
+        -- written to pick it) tries to fold the key's pending claims, so
+        -- that its ledger row takes about one update per c_batch claims.
+        v_folded := CASE WHEN v_fold AND NOT v_pooled[v_i] THEN
             stockpool._settle(p_shop_id, v_item_ids[v_i], v_location_ids[v_i], false,
                               p_checkout_id, v_quantities[v_i])
         END;
@@ -2351,6 +2433,9 @@ BEGIN
                 (shop_id, item_id, location_id, checkout_id, quantity)
             VALUES
                 (p_shop_id, v_item_ids[v_i], v_location_ids[v_i], p_checkout_id, v_quantities[v_i]);
+            IF v_fold AND v_pooled[v_i] AND pg_catalog.uuid_hash(p_checkout_id) % c_batch = 0 THEN
+                PERFORM stockpool._settle(p_shop_id, v_item_ids[v_i], v_location_ids[v_i], false);
+            END IF;
         END IF;
         v_claimed := v_claimed + v_quantities[v_i];
     END LOOP;

@@ -12,6 +12,7 @@ import random
 import threading
 import uuid
 from collections import Counter
+from collections.abc import Callable
 
 import psycopg
 import pytest
@@ -122,3 +123,49 @@ def test_overlapping_picks_in_any_order_never_deadlock(conn: psycopg.Connection,
     assert conn.execute(
         "SELECT count(*) FROM stockpool.unit_status WHERE item_id = %s AND status = 'free'", (item,)
     ).fetchone() == (12,)
+
+
+def test_adjacent_take_passes_locked_blocks_without_waiting(
+    conn: psycopg.Connection, connect: Callable[..., psycopg.Connection]
+) -> None:
+    """Four seats together while in-flight buyers lock the 96 lowest seats (24
+    blocks of 4, more than one batch of block starts): the buyer finds a free
+    block further on by SKIP LOCKED alone, under a lock_timeout that a wait
+    would hit. It used to look at the 16 lowest blocks only and then wait for
+    them. Control: the waiting take does hit the timeout here."""
+    item = 5002
+    _seats(conn, item, 200)
+    holders = []
+    for block in range(24):
+        holder = connect()
+        holder.execute("BEGIN")
+        picked = [f"S{4 * block + n}" for n in range(1, 5)]
+        got = holder.execute(
+            "SELECT stockpool.reserve_labels(%s, %s, %s, %s, %s)", (SHOP, item, LOC, picked, uuid.uuid4())
+        ).fetchone()
+        assert got == (True,)
+        holders.append(holder)
+
+    buyer = connect()
+    buyer.execute("SET lock_timeout = '500ms'")
+    for _ in range(3):
+        row = buyer.execute(
+            "SELECT stockpool.reserve_named(%s, %s, %s, 4, %s, p_adjacent => true)",
+            (SHOP, item, LOC, uuid.uuid4()),
+        ).fetchone()
+        assert row is not None and row[0] is not None, "a free block was there"
+        numbers = [int(label[1:]) for label in row[0]]
+        assert numbers == list(range(numbers[0], numbers[0] + 4)), "four seats together"
+        assert numbers[0] > 96, "none of the seats in-flight buyers hold"
+
+    buckets = conn.execute(
+        "SELECT buckets FROM stockpool.stock WHERE (shop_id, item_id, location_id) = (%s, %s, %s)",
+        (SHOP, item, LOC),
+    ).fetchone()
+    assert buckets is not None
+    with pytest.raises(psycopg.errors.LockNotAvailable):
+        buyer.execute(
+            "SELECT stockpool._take_named(%s, %s, %s, 4, %s, true, true)", (SHOP, item, LOC, buckets[0])
+        )
+    for holder in holders:
+        holder.execute("ROLLBACK")
