@@ -121,6 +121,11 @@ def build_world(conn: psycopg.Connection) -> None:
     _cart(conn, HELD, [(1, 1, 2), (2, 1, 1)], "1 day")
     _cart(conn, CLAIMED, [(1, 1, 1)], "1 day")
     assert conn.execute("SELECT stockpool.claim(%s, %s)", (SHOP, CLAIMED)).fetchone() == (1,)
+    # K1 is pooled, so that claim is pending until something folds it: fold it
+    # now, so that the cases below start from a settled ledger (set_stock folds
+    # first, and a no-op set_stock must find nothing to write).
+    conn.execute("SELECT stockpool.sweep()")
+    assert conn.execute("SELECT count(*) FROM stockpool.pending_claims").fetchone() == (0,)
     _cart(conn, RELEASED, [(2, 1, 1)], "1 day")
     assert conn.execute("SELECT stockpool.release(%s, %s)", (SHOP, RELEASED)).fetchone() == (1,)
     _cart(conn, EXPIRED, [(1, 1, 1)], "1 millisecond")
