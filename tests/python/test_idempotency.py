@@ -37,6 +37,12 @@ def _holds(conn: psycopg.Connection, cart: Any) -> list[tuple[Any, ...]]:
 
 
 def _claim_movements(conn: psycopg.Connection, cart: Any) -> list[tuple[Any, ...]]:
+    """The cart's claim movements once its claims are folded: a pooled key's
+    claim is pending until a sweep (or one claim in 16) folds it."""
+    conn.execute("SELECT stockpool.sweep()")
+    assert conn.execute(
+        "SELECT count(*) FROM stockpool.pending_claims WHERE checkout_id = %s", (cart,)
+    ).fetchone() == (0,)
     return conn.execute(
         "SELECT item_id, delta FROM stockpool.movements WHERE checkout_id = %s ORDER BY item_id", (cart,)
     ).fetchall()
