@@ -7,17 +7,17 @@
 -- position order, waiting for units locked by in-flight transactions (the
 -- near-sellout path: a unit whose locker rolls back is not sold out).
 -- One block (p_adjacent): p_quantity consecutive free positions (a gap
--- breaks a block). Block starts are read without a lock, in position order.
--- Without p_wait: a pass over the whole key, SKIP LOCKED, from a random
--- point within p_buckets * p_quantity positions of the lowest free one up,
--- then from the lowest up to that point; starts are read 16 at a time (an
--- index range scan, not the whole key) and a block sharing seats with the
--- one tried just before it is passed over, so buyers starting near each
--- other aim at different blocks; a second pass tries those as well. NULL
--- only when no block could be locked. With p_wait: every start in position
--- order, waiting. A block
--- found short (a unit taken meanwhile) is given back by rolling back its
--- subtransaction before the next is tried.
+-- breaks a block). Block starts are read without a lock, 16 at a time in
+-- position order (an index range scan, not the whole key). Without p_wait:
+-- a pass over the whole key, SKIP LOCKED, from a random point within
+-- p_buckets * p_quantity positions of the lowest free one up, then from the
+-- lowest up to that point, passing over a block that shares seats with the
+-- one tried just before it (buyers starting near each other aim at
+-- different blocks); a second pass tries those as well. NULL only when no
+-- block could be locked. With p_wait: one pass from the lowest free
+-- position up, every block, waiting. A block found short (a unit taken
+-- meanwhile) is given back by rolling back its subtransaction before the
+-- next is tried.
 -- Locks: named_free rows FOR UPDATE (SKIP LOCKED without p_wait), in
 -- position order when waiting. A caller that waits must hold no named_free
 -- row (waits are ordered by position, so waiters cannot close a cycle;
@@ -135,59 +135,18 @@ BEGIN
         END;
     END IF;
 
-    IF p_wait THEN
-        -- Near sellout, holding no free row: every block start in position
-        -- order, waiting for units locked by in-flight transactions.
-        SELECT pg_catalog.array_agg(b.position ORDER BY b.position) INTO v_starts
-        FROM (
-            SELECT f.position,
-                   pg_catalog.lead(f.position, p_quantity - 1) OVER (ORDER BY f.position) AS last_position
-            FROM stockpool.named_free AS f
-            WHERE f.shop_id = p_shop_id
-                AND f.item_id = p_item_id
-                AND f.location_id = p_location_id
-        ) AS b
-        WHERE b.last_position = b.position + p_quantity - 1;
-        FOR v_i IN 1..coalesce(pg_catalog.cardinality(v_starts), 0) LOOP
-            BEGIN
-                WITH picked AS (
-                    SELECT f.ctid AS row_id
-                    FROM stockpool.named_free AS f
-                    WHERE f.shop_id = p_shop_id
-                        AND f.item_id = p_item_id
-                        AND f.location_id = p_location_id
-                        AND f.position BETWEEN v_starts[v_i] AND v_starts[v_i] + p_quantity - 1
-                    ORDER BY f.position
-                    FOR UPDATE
-                ),
-                taken AS (
-                    DELETE FROM stockpool.named_free AS d
-                    USING picked
-                    WHERE d.ctid = picked.row_id
-                    RETURNING d.label, d.position
-                )
-                SELECT pg_catalog.array_agg(t.label ORDER BY t.position) INTO v_taken
-                FROM taken AS t;
-                IF coalesce(pg_catalog.cardinality(v_taken), 0) < p_quantity THEN
-                    RAISE EXCEPTION USING ERRCODE = 'SPX04';
-                END IF;
-                RETURN v_taken;
-            EXCEPTION
-                WHEN SQLSTATE 'SPX04' THEN
-                    NULL;
-            END;
-        END LOOP;
-        RETURN NULL;
-    END IF;
-
-    -- Without waiting: a pass over the key's blocks, SKIP LOCKED, from a
-    -- random point near the lowest free position (within the key's buckets
-    -- times p_quantity of it) up, then from the lowest up to that point.
-    -- Blocks are read without a lock, c_spread at a time, in position order;
-    -- the first pass passes over a block sharing seats with the one tried
-    -- just before it, so that buyers starting near each other aim at
-    -- different blocks; a second pass tries those too. NULL only when no
-    -- block could be locked (the caller then waits).
+    -- Blocks, read without a lock c_spread starts at a time (an index range
+    -- scan, not the whole key), in position order.
+    -- Waiting (near sellout, holding no free row): one pass from the lowest
+    -- free position up, every block, waiting for units locked by in-flight
+    -- transactions.
+    -- Without waiting: a pass SKIP LOCKED from a random point near the
+    -- lowest free position (within the key's buckets times p_quantity of it)
+    -- up, then from the lowest up to that point; this first pass passes over
+    -- a block sharing seats with the one tried just before it, so that
+    -- buyers starting near each other aim at different blocks, and a second
+    -- pass tries those too. NULL only when no block could be locked (the
+    -- caller then waits).
     SELECT pg_catalog.min(f.position) INTO v_lowest
     FROM stockpool.named_free AS f
     WHERE f.shop_id = p_shop_id
@@ -196,7 +155,9 @@ BEGIN
     IF v_lowest IS NULL THEN
         RETURN NULL;
     END IF;
-    v_from := v_lowest + pg_catalog.floor(pg_catalog.random() * p_buckets * p_quantity)::integer;
+    v_from := v_lowest + CASE WHEN p_wait THEN 0
+                              ELSE pg_catalog.floor(pg_catalog.random() * p_buckets * p_quantity)::integer END;
+    v_dense := p_wait;
     v_next := v_from;
     LOOP
         -- Starts at or after v_next; on the wrapped pass only those below
@@ -238,28 +199,51 @@ BEGIN
         END IF;
         FOR v_i IN 1..v_n LOOP
             -- Not a block sharing seats with the one tried before it (on
-            -- the first pass).
+            -- the first pass without waiting).
             CONTINUE WHEN NOT v_dense AND v_last IS NOT NULL AND v_starts[v_i] < v_last + p_quantity;
             v_last := v_starts[v_i];
             BEGIN
-                WITH picked AS (
-                    SELECT f.ctid AS row_id
-                    FROM stockpool.named_free AS f
-                    WHERE f.shop_id = p_shop_id
-                        AND f.item_id = p_item_id
-                        AND f.location_id = p_location_id
-                        AND f.position BETWEEN v_starts[v_i] AND v_starts[v_i] + p_quantity - 1
-                    ORDER BY f.position
-                    FOR UPDATE SKIP LOCKED
-                ),
-                taken AS (
-                    DELETE FROM stockpool.named_free AS d
-                    USING picked
-                    WHERE d.ctid = picked.row_id
-                    RETURNING d.label, d.position
-                )
-                SELECT pg_catalog.array_agg(t.label ORDER BY t.position) INTO v_taken
-                FROM taken AS t;
+                -- The same take, waiting or SKIP LOCKED: two statements
+                -- because the lock clause cannot be a parameter of a cached plan.
+                IF p_wait THEN
+                    WITH picked AS (
+                        SELECT f.ctid AS row_id
+                        FROM stockpool.named_free AS f
+                        WHERE f.shop_id = p_shop_id
+                            AND f.item_id = p_item_id
+                            AND f.location_id = p_location_id
+                            AND f.position BETWEEN v_starts[v_i] AND v_starts[v_i] + p_quantity - 1
+                        ORDER BY f.position
+                        FOR UPDATE
+                    ),
+                    taken AS (
+                        DELETE FROM stockpool.named_free AS d
+                        USING picked
+                        WHERE d.ctid = picked.row_id
+                        RETURNING d.label, d.position
+                    )
+                    SELECT pg_catalog.array_agg(t.label ORDER BY t.position) INTO v_taken
+                    FROM taken AS t;
+                ELSE
+                    WITH picked AS (
+                        SELECT f.ctid AS row_id
+                        FROM stockpool.named_free AS f
+                        WHERE f.shop_id = p_shop_id
+                            AND f.item_id = p_item_id
+                            AND f.location_id = p_location_id
+                            AND f.position BETWEEN v_starts[v_i] AND v_starts[v_i] + p_quantity - 1
+                        ORDER BY f.position
+                        FOR UPDATE SKIP LOCKED
+                    ),
+                    taken AS (
+                        DELETE FROM stockpool.named_free AS d
+                        USING picked
+                        WHERE d.ctid = picked.row_id
+                        RETURNING d.label, d.position
+                    )
+                    SELECT pg_catalog.array_agg(t.label ORDER BY t.position) INTO v_taken
+                    FROM taken AS t;
+                END IF;
                 IF coalesce(pg_catalog.cardinality(v_taken), 0) < p_quantity THEN
                     RAISE EXCEPTION USING ERRCODE = 'SPX04';
                 END IF;
