@@ -213,7 +213,7 @@ class Cluster:
         try:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(postmaster, signal.SIGSTOP)
-            server = [pid for pid, _, parent, _ in _processes() if parent == postmaster]
+            server = children(postmaster)
             for pid in server:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
@@ -239,6 +239,12 @@ def _remove_segment(lock: list[str]) -> None:
     if len(fields) == 2 and fields[1].isdigit():
         libc = ctypes.CDLL(None, use_errno=True)
         libc.shmctl(int(fields[1]), IPC_RMID, None)  # gone already: EINVAL, nothing to do
+
+
+def children(parent_pid: int) -> list[int]:
+    """The processes ``parent_pid`` started and that still run: a
+    postmaster's are the server processes."""
+    return [pid for pid, _, parent, _ in _processes() if parent == parent_pid]
 
 
 def _processes() -> Iterator[tuple[int, str, int, int]]:
