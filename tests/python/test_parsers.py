@@ -158,3 +158,13 @@ def test_redact_hides_passwords() -> None:
         "postgresql://db/shop?password=***&sslmode=require"
     )
     assert redact("postgresql://app@db/shop") == "postgresql://app@db/shop"
+
+
+def test_pgbench_threads_follow_cores_then_clients() -> None:
+    assert pgbench.threads_for(1, cores=2) == 1  # never more threads than clients
+    assert pgbench.threads_for(32, cores=2) == 2
+    assert pgbench.threads_for(128, cores=2) == 2
+    assert pgbench.threads_for(129, cores=2) == 3
+    assert pgbench.threads_for(512, cores=2) == 8
+    assert pgbench.threads_for(1000, cores=2) == 16
+    assert pgbench.threads_for(100, cores=8) == 8

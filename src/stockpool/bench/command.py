@@ -3,7 +3,6 @@ cell on the target server, write and show the reports."""
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -161,7 +160,14 @@ def command(
     ] = False,
     soak_seconds: Annotated[int, typer.Option(min=0, help="Soak of the hot key (0: none).")] = 600,
     soak_clients: Annotated[int, typer.Option(min=1, help="Clients for the soak.")] = 128,
-    jobs: Annotated[int, typer.Option(min=1, help="pgbench threads (-j).")] = max(2, os.cpu_count() or 2),
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="pgbench threads (-j); default: one per core, or one per 64 clients when that is more "
+            "(a pgbench thread polls all of its sockets on every wake-up).",
+        ),
+    ] = None,
     out: Annotated[Path, typer.Option(help="Directory for the JSON, markdown and PNG.")] = RESULTS_DIR,
     publish: Annotated[
         bool, typer.Option(help="Also write the run to results/published/ (the README's copy).")

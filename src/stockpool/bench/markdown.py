@@ -25,6 +25,7 @@ from stockpool.bench.bars import (
 from stockpool.bench.figures import fmt, ratio, times, top_wait
 from stockpool.bench.model import CATALOGUE_PER_KEY, NEAR_SELLOUT, BenchRun, Cell
 from stockpool.checks import Check, verdict
+from stockpool.server import pgbench
 
 
 def strategy_rows(run: BenchRun) -> list[list[str]]:
@@ -68,6 +69,12 @@ STRATEGY_HEADER = [
 ]
 
 
+def _threads(jobs: int | None) -> str:
+    if jobs:
+        return f"{jobs} threads"
+    return f"one thread per core, or per {pgbench.CLIENTS_PER_THREAD} clients when that is more"
+
+
 def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -92,7 +99,7 @@ def markdown(run: BenchRun, chart_name: str | None) -> str:
         "",
         f"Settings: {', '.join(f'{k}={v}' for k, v in (m.get('settings') or {}).items())}.",
         "",
-        f"Each cell: {cfg.seconds} s of pgbench -M prepared ({cfg.jobs} threads) on a fresh copy of "
+        f"Each cell: {cfg.seconds} s of pgbench -M prepared ({_threads(cfg.jobs)}) on a fresh copy of "
         "the database, after VACUUM and CHECKPOINT. One unit of one hot key per transaction. "
         "Ratios are to the ceiling of this run at the same client count. "
         "Wait events: pg_stat_activity of the cell's active backends sampled every 200 ms; "

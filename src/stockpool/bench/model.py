@@ -180,7 +180,7 @@ class BenchConfig:
     checkouts: bool
     soak_seconds: int
     soak_clients: int
-    jobs: int
+    jobs: int | None  # pgbench threads; None: pgbench.threads_for(clients)
     catalogue_keys: int = 0  # 0: no catalogue cells
     catalogue_clients: list[int] = field(default_factory=lambda: list(CATALOGUE_CLIENTS))
     pooler: str = "none"  # pgbouncer: stockpool through it too, beside the direct cells

@@ -187,7 +187,7 @@ class Bench:
             path,
             clients,
             seconds=seconds or self.config.seconds,
-            jobs=max(1, min(clients, self.config.jobs)),
+            jobs=self.config.jobs or pgbench.threads_for(clients),
             application_name=tag,
             max_tries=max_tries,
             defines=defines,
