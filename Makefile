@@ -43,10 +43,10 @@ bench: bootstrap ## Side-by-side strategy benchmark (BENCH_ARGS=...)
 	$(STOCKPOOL) bench $(DSN_FLAG) $(BENCH_ARGS)
 
 lint: $(VENV)/.stamp ## ruff, mypy and sqlfluff
-	$(BIN)/ruff check src tests/python scripts/cpu-decomposition scripts/claim-vs-release scripts/pooler-cores
-	$(BIN)/ruff format --check src tests/python scripts/cpu-decomposition scripts/claim-vs-release scripts/pooler-cores
+	$(BIN)/ruff check src tests/python scripts/cpu-decomposition scripts/claim-vs-release scripts/pooler-cores scripts/sql-ab
+	$(BIN)/ruff format --check src tests/python scripts/cpu-decomposition scripts/claim-vs-release scripts/pooler-cores scripts/sql-ab
 	$(BIN)/mypy
-	$(BIN)/mypy --strict --scripts-are-modules scripts/cpu-decomposition scripts/claim-vs-release scripts/pooler-cores
+	$(BIN)/mypy --strict --scripts-are-modules scripts/cpu-decomposition scripts/claim-vs-release scripts/pooler-cores scripts/sql-ab
 	$(BIN)/sqlfluff lint sql/migrations sql/views sql/functions sql/routing sql/retired.sql
 
 test-pgtap: bootstrap ## pgTAP suites (pg_prove) on a throwaway cluster

@@ -4,7 +4,13 @@
 -- units) scaled up by the number of buckets, which is close enough because
 -- claims and refills spread units evenly over the buckets. It must stay
 -- cheap on a pool of 100,000 units: _refill's low-water check and
--- _top_up_low call it. Reads only (no lock). Touches pool_units.
+-- _top_up_low call it. A unit some transaction is taking (deleted or locked,
+-- not yet committed: its row's xmax is set) is not counted: under a rush of
+-- hundreds of buyers those are hundreds of units, and counted as pooled they
+-- kept a pool that was running dry above its mark until it was empty.
+-- (A unit whose taker rolled back keeps its xmax until it is taken again:
+-- counted as gone, it only makes a refill come a little early.)
+-- Reads only (no lock). Touches pool_units.
 CREATE OR REPLACE FUNCTION stockpool._pooled_upto(
     p_shop_id bigint,
     p_item_id bigint,
@@ -29,6 +35,7 @@ BEGIN
             WHERE u.shop_id = p_shop_id
                 AND u.item_id = p_item_id
                 AND u.location_id = p_location_id
+                AND u.xmax = '0'::xid
             LIMIT p_mark + 1
         ) AS live;
     ELSE
@@ -40,6 +47,7 @@ BEGIN
             WHERE u.shop_id = p_shop_id
                 AND u.item_id = p_item_id
                 AND u.location_id = p_location_id
+                AND u.xmax = '0'::xid
                 AND u.bucket = v_bucket
             LIMIT p_mark / p_buckets + 1
         ) AS live;

@@ -5,7 +5,11 @@
 -- units. After that the level is 20 seconds of what the pool gave out since
 -- the previous refill (units taken / seconds elapsed), at most twice the
 -- previous level (a rush ramps up over a few refills instead of one huge
--- insert), never below 16 nor above 262,144 units. A key that stays hot
+-- insert), never below 16 nor above 262,144 units. Demand is measured only
+-- once the pool is down to its mark: a refill of a pool above it (a buyer
+-- found every unit it looked at being taken) adds the shortfall and keeps
+-- the level. Units that transactions in flight are taking count as given
+-- out, not as pooled (stockpool._pooled_upto). A key that stays hot
 -- gets a pool large enough that hundreds of concurrent claimers rarely meet
 -- on a unit, that refills stay seconds apart, and that the dead tuples
 -- claims leave between two autovacuum visits stay a small share of its
@@ -85,7 +89,8 @@ BEGIN
     -- What the refill is sized by is counted exactly: above 4,096 units the
     -- low-water check estimates from one bucket, and an estimate that came
     -- out low would read as demand (the level minus what is left) and fill
-    -- the pool far past it.
+    -- the pool far past it. Units being taken by transactions still in
+    -- flight are not counted (see _pooled_upto): they are demand.
     SELECT pg_catalog.count(*)::integer INTO v_pooled
     FROM (
         SELECT 1
@@ -93,6 +98,7 @@ BEGIN
         WHERE u.shop_id = p_shop_id
             AND u.item_id = p_item_id
             AND u.location_id = p_location_id
+            AND u.xmax = '0'::xid
         LIMIT GREATEST(coalesce(p_cap, c_pool_max), p_min_extra)
     ) AS live;
     IF p_low_water_only AND v_pooled > v_mark THEN
@@ -117,8 +123,14 @@ BEGIN
         v_target := stockpool._pool_level(0);
     ELSE
         v_level := stockpool._pool_level(v_stock.pool_target);
+        v_mark := stockpool._refill_mark(v_level, v_stock.low_water, v_stock.pool_cap);
         v_seconds := EXTRACT(EPOCH FROM pg_catalog.now() - v_stock.refilled_at);
-        IF v_seconds > 0 AND v_level > v_pooled THEN
+        -- Demand is measured once the pool has come down to its mark. A
+        -- buyer that found no free unit in a pool above it (every unit it
+        -- looked at was being taken) gets its shortfall, and the level stays:
+        -- a few units taken over a long time would read as a demand that
+        -- shrinks a rush's pool to nothing.
+        IF v_seconds > 0 AND v_pooled <= v_mark THEN
             -- What the pool gave out since it was filled to v_level, per second.
             v_target := LEAST((v_level - v_pooled) / v_seconds * c_pool_seconds,
                               2::numeric * v_level, c_pool_max)::integer;

@@ -5,7 +5,9 @@
 --    else a SKIP LOCKED take from the pool, and if the pool is short a
 --    refill of at least the shortfall (or, when another transaction is
 --    refilling the key, a wait for that refill to commit, on a shared lock
---    taken and dropped at once), then take again.
+--    taken and dropped at once), then take again: up to c_rounds times
+--    while the ledger row shows free units for the shortfall (a refill
+--    shared by a crowd can be too small for it; the path below queues).
 -- 2. If any line is still short, the subtransaction is rolled back, which
 --    releases every pool row, refill lock and ledger row it took, and the near-
 --    sellout path runs with nothing held: first every key's overdue holds are
@@ -34,7 +36,11 @@ RETURNS boolean
 LANGUAGE plpgsql
 AS $function$
 DECLARE
+    -- Refills (or waits for another's) a fast-path line tries before the
+    -- near-sellout path.
+    c_rounds constant integer := 8;
     v_i integer;
+    v_round integer;
     v_got integer;
     v_lines integer := pg_catalog.array_length(p_item_ids, 1);
     v_tried boolean;
@@ -62,16 +68,33 @@ BEGIN
                                                              p_quantities[v_i]);
             v_got := stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                      p_quantities[v_i], p_buckets[v_i]);
-            IF v_got < p_quantities[v_i] THEN
+            v_round := 0;
+            WHILE v_got < p_quantities[v_i] LOOP
+                IF v_round >= c_rounds THEN
+                    RAISE EXCEPTION USING ERRCODE = 'SPX01';
+                END IF;
                 -- Refill unless another transaction is refilling this key; then
                 -- wait for that refill to commit and look again. Waiters do not
                 -- queue for the refill lock itself: each would hold it to its
                 -- own commit, one after the other (a convoy that serialised
-                -- every buyer of a hot key whose pool ran dry).
+                -- every buyer of a hot key whose pool ran dry). While the
+                -- ledger has free units for the shortfall, a buyer that found
+                -- the refill too small for the crowd it was shared by tries
+                -- again, up to c_rounds times: the near-sellout path below
+                -- waits in a queue, one buyer at a time, and is for a key
+                -- whose last units are held or in flight, not for a pool that
+                -- ran dry under a rush.
                 IF stockpool._refill(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                      p_min_extra => p_quantities[v_i] - v_got,
                                      p_wait => false, p_low_water_only => false) = 0 THEN
-                    IF v_tried THEN
+                    IF v_tried OR NOT EXISTS (
+                            SELECT
+                            FROM stockpool.stock AS s
+                            WHERE s.shop_id = p_shop_id
+                                AND s.item_id = p_item_ids[v_i]
+                                AND s.location_id = p_location_ids[v_i]
+                                AND s.on_hand - s.allocated >= p_quantities[v_i] - v_got
+                        ) THEN
                         RAISE EXCEPTION USING ERRCODE = 'SPX01';
                     END IF;
                     -- The wait: the key's lock, shared, transaction-scoped,
@@ -93,10 +116,8 @@ BEGIN
                 END IF;
                 v_got := v_got + stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                                  p_quantities[v_i] - v_got, p_buckets[v_i]);
-            END IF;
-            IF v_got < p_quantities[v_i] THEN
-                RAISE EXCEPTION USING ERRCODE = 'SPX01';
-            END IF;
+                v_round := v_round + 1;
+            END LOOP;
         END LOOP;
         FOR v_i IN 1..v_refills LOOP
             PERFORM stockpool._tally_refill();

@@ -678,6 +678,7 @@ BEGIN
             WHERE u.shop_id = p_shop_id
                 AND u.item_id = p_item_id
                 AND u.location_id = p_location_id
+                AND u.xmax = '0'::xid
             LIMIT p_mark + 1
         ) AS live;
     ELSE
@@ -689,6 +690,7 @@ BEGIN
             WHERE u.shop_id = p_shop_id
                 AND u.item_id = p_item_id
                 AND u.location_id = p_location_id
+                AND u.xmax = '0'::xid
                 AND u.bucket = v_bucket
             LIMIT p_mark / p_buckets + 1
         ) AS live;
@@ -797,7 +799,8 @@ BEGIN
     -- What the refill is sized by is counted exactly: above 4,096 units the
     -- low-water check estimates from one bucket, and an estimate that came
     -- out low would read as demand (the level minus what is left) and fill
-    -- the pool far past it.
+    -- the pool far past it. Units being taken by transactions still in
+    -- flight are not counted (see _pooled_upto): they are demand.
     SELECT pg_catalog.count(*)::integer INTO v_pooled
     FROM (
         SELECT 1
@@ -805,6 +808,7 @@ BEGIN
         WHERE u.shop_id = p_shop_id
             AND u.item_id = p_item_id
             AND u.location_id = p_location_id
+            AND u.xmax = '0'::xid
         LIMIT GREATEST(coalesce(p_cap, c_pool_max), p_min_extra)
     ) AS live;
     IF p_low_water_only AND v_pooled > v_mark THEN
@@ -829,8 +833,14 @@ BEGIN
         v_target := stockpool._pool_level(0);
     ELSE
         v_level := stockpool._pool_level(v_stock.pool_target);
+        v_mark := stockpool._refill_mark(v_level, v_stock.low_water, v_stock.pool_cap);
         v_seconds := EXTRACT(EPOCH FROM pg_catalog.now() - v_stock.refilled_at);
-        IF v_seconds > 0 AND v_level > v_pooled THEN
+        -- Demand is measured once the pool has come down to its mark. A
+        -- buyer that found no free unit in a pool above it (every unit it
+        -- looked at was being taken) gets its shortfall, and the level stays:
+        -- a few units taken over a long time would read as a demand that
+        -- shrinks a rush's pool to nothing.
+        IF v_seconds > 0 AND v_pooled <= v_mark THEN
             -- What the pool gave out since it was filled to v_level, per second.
             v_target := LEAST((v_level - v_pooled) / v_seconds * c_pool_seconds,
                               2::numeric * v_level, c_pool_max)::integer;
@@ -1470,7 +1480,11 @@ CREATE FUNCTION stockpool._take_lines(p_shop_id bigint, p_item_ids bigint[], p_l
     LANGUAGE plpgsql
     AS $$
 DECLARE
+    -- Refills (or waits for another's) a fast-path line tries before the
+    -- near-sellout path.
+    c_rounds constant integer := 8;
     v_i integer;
+    v_round integer;
     v_got integer;
     v_lines integer := pg_catalog.array_length(p_item_ids, 1);
     v_tried boolean;
@@ -1498,16 +1512,33 @@ BEGIN
                                                              p_quantities[v_i]);
             v_got := stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                      p_quantities[v_i], p_buckets[v_i]);
-            IF v_got < p_quantities[v_i] THEN
+            v_round := 0;
+            WHILE v_got < p_quantities[v_i] LOOP
+                IF v_round >= c_rounds THEN
+                    RAISE EXCEPTION USING ERRCODE = 'SPX01';
+                END IF;
                 -- Refill unless another transaction is refilling this key; then
                 -- wait for that refill to commit and look again. Waiters do not
                 -- queue for the refill lock itself: each would hold it to its
                 -- own commit, one after the other (a convoy that serialised
-                -- every buyer of a hot key whose pool ran dry).
+                -- every buyer of a hot key whose pool ran dry). While the
+                -- ledger has free units for the shortfall, a buyer that found
+                -- the refill too small for the crowd it was shared by tries
+                -- again, up to c_rounds times: the near-sellout path below
+                -- waits in a queue, one buyer at a time, and is for a key
+                -- whose last units are held or in flight, not for a pool that
+                -- ran dry under a rush.
                 IF stockpool._refill(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                      p_min_extra => p_quantities[v_i] - v_got,
                                      p_wait => false, p_low_water_only => false) = 0 THEN
-                    IF v_tried THEN
+                    IF v_tried OR NOT EXISTS (
+                            SELECT
+                            FROM stockpool.stock AS s
+                            WHERE s.shop_id = p_shop_id
+                                AND s.item_id = p_item_ids[v_i]
+                                AND s.location_id = p_location_ids[v_i]
+                                AND s.on_hand - s.allocated >= p_quantities[v_i] - v_got
+                        ) THEN
                         RAISE EXCEPTION USING ERRCODE = 'SPX01';
                     END IF;
                     -- The wait: the key's lock, shared, transaction-scoped,
@@ -1529,10 +1560,8 @@ BEGIN
                 END IF;
                 v_got := v_got + stockpool._take(p_shop_id, p_item_ids[v_i], p_location_ids[v_i],
                                                  p_quantities[v_i] - v_got, p_buckets[v_i]);
-            END IF;
-            IF v_got < p_quantities[v_i] THEN
-                RAISE EXCEPTION USING ERRCODE = 'SPX01';
-            END IF;
+                v_round := v_round + 1;
+            END LOOP;
         END LOOP;
         FOR v_i IN 1..v_refills LOOP
             PERFORM stockpool._tally_refill();

@@ -3,7 +3,7 @@
 -- low-water mark (stockpool._refill_mark, which _refill applies and
 -- reserve_units samples).
 BEGIN;
-SELECT plan(30);
+SELECT plan(41);
 
 -- _record_hold.
 SELECT is(stockpool.set_stock(1, 1500, 1, 10), 10, 'key 1500 at 10');
@@ -97,6 +97,33 @@ SELECT cmp_ok(
     coalesce(pg_stat_get_xact_function_calls('stockpool._refill(bigint, bigint, bigint, integer, boolean, boolean, integer)'::regprocedure), 0),
     '<', 100::bigint,
     'fewer than 100 of them looked (about 19 expected; every one did when the mark alone set the rate)');
+
+-- Units a transaction in flight is taking (their row's xmax set: deleted or
+-- locked, not committed) are not pooled stock: under a rush they were
+-- hundreds of units, and counted as pooled they kept a pool running dry
+-- above its mark, with no low-water refill, until it was empty. Here this
+-- transaction locks them itself, which sets xmax the same way.
+SELECT is(stockpool.set_stock(1, 1504, 1, 1000), 1000, 'key 1504 at 1,000');
+SELECT is(stockpool.replenish_pool(1, 1504, 1, 64), 64, '64 pooled: level 64, mark 48');
+SELECT is(stockpool._pooled_upto(1, 1504, 1, 48, 1), 49, 'counted up to one past the mark while nothing is taken');
+SELECT is((SELECT count(*)::integer FROM (
+              SELECT 1 FROM stockpool.pool_units WHERE item_id = 1504 LIMIT 20 FOR UPDATE) AS taken),
+    20, '20 of its units locked, as a take in flight locks them');
+SELECT is(stockpool._pooled_upto(1, 1504, 1, 48, 1), 44, 'the 20 being taken are not counted: 44 pooled, below the mark');
+SELECT is(stockpool._refill(1, 1504, 1, p_min_extra => 0, p_wait => false, p_low_water_only => true),
+    20, 'so the low-water look refills them (to the level of 64 not being taken)');
+
+-- A refill of a pool above its mark (a buyer found every unit it looked at
+-- being taken) adds the shortfall and keeps the level: measured as demand,
+-- the few units given out since a refill an hour ago shrank the level to 16.
+SELECT is(stockpool.set_stock(1, 1505, 1, 1000), 1000, 'key 1505 at 1,000');
+SELECT is(stockpool.replenish_pool(1, 1505, 1, 64), 64, '64 pooled: level 64, mark 48');
+SELECT ok(bool_and(stockpool.reserve_units(1, 1505, 1, 1, gen_random_uuid())), '4 one-unit reservations: 60 left')
+FROM generate_series(1, 4);
+UPDATE stockpool.stock SET refilled_at = now() - interval '1 hour' WHERE item_id = 1505;
+SELECT is(stockpool._refill(1, 1505, 1, p_min_extra => 5, p_wait => false, p_low_water_only => false),
+    5, 'a buyer''s shortfall of 5 on a pool above its mark: 5 added');
+SELECT is((SELECT pool_target FROM stockpool.stock WHERE item_id = 1505), 64, 'and the level stays at 64');
 
 SELECT * FROM finish();
 ROLLBACK;
