@@ -25,8 +25,8 @@ Behind a transaction pooler (pgbouncer in transaction mode, 1.18 as in Debian
 may run on another server connection, which never saw them. psycopg prepares
 a statement after its fifth execution by default, so the client turns that
 off when it is told it goes through a pooler (``pooled=True``) or, by
-default, when it detects one: the server's own port differs from the port it
-connected to (:func:`behind_pooler`).
+default, when it detects one: the port the server listens on differs from
+the port it connected to (:func:`behind_pooler`).
 """
 
 from __future__ import annotations
@@ -76,8 +76,10 @@ def is_retryable(exc: BaseException, idempotent: bool) -> bool:
 def behind_pooler(conn: psycopg.Connection) -> bool:
     """True when something (a pooler, a proxy) sits between this session and
     the server: the server listens on another port than the one connected to.
-    A Unix-socket connection is taken as direct."""
-    row = conn.execute("SELECT pg_catalog.inet_server_port()").fetchone()
+    The server's ``port`` setting, not the port of its end of the connection:
+    a pooler that reaches the server through its Unix socket (Debian's
+    pgbouncer does) leaves that end without a port."""
+    row = conn.execute("SELECT pg_catalog.current_setting('port')").fetchone()
     server_port = row[0] if row else None
     try:
         client_port = int(conn.info.port)

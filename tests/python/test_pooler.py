@@ -12,9 +12,11 @@ import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 from typer.testing import CliRunner
 
 from stockpool.cli import app
@@ -132,3 +134,29 @@ def test_race_through_pgbouncer_passes_every_check(dsn: str, tmp_path: Path) -> 
         ],
     )
     assert naive.exit_code == 1, "the negative control still fails through the pooler"
+
+
+def test_pgbouncer_reaches_a_local_server_through_its_socket(dsn: str, pg_server: Any) -> None:
+    root = str(pg_server.cluster.root)
+    assert pooler.server_address(dsn, "postgres") == (root, str(pg_server.port))
+    with pooler.pgbouncer(dsn, 10) as pb, psycopg.connect(pb.dsn, prepare_threshold=None) as conn:
+        assert pb.server == f"{root}:{pg_server.port}"
+        # A server connection over a unix socket has no server address.
+        assert scalar(conn, "SELECT pg_catalog.inet_server_addr()") is None
+        assert behind_pooler(conn), "a pooler on the server's socket is still a pooler"
+    with psycopg.connect(make_conninfo(dsn, host=root)) as conn:
+        assert not behind_pooler(conn), "the server's own socket is not a pooler"
+    # Negative controls: an OS user who may not enter the socket's directory
+    # (the cluster's root is the server user's own, mode 0700), and a server
+    # that is not on loopback, keep the DSN's host; a pgbouncer given the TCP
+    # address answers with the server's address, so the check above can fail.
+    assert oct(Path(root).stat().st_mode & 0o777) == "0o700"
+    assert pooler.server_address(dsn, "nobody") == ("127.0.0.1", str(pg_server.port))
+    assert pooler.server_address("host=192.0.2.1 port=5432 connect_timeout=1")[0] == "192.0.2.1"
+    with (
+        pooler.pgbouncer(dsn, 10, socket=False) as pb,
+        psycopg.connect(pb.dsn, prepare_threshold=None) as conn,
+    ):
+        assert pb.server == f"127.0.0.1:{pg_server.port}"
+        assert str(scalar(conn, "SELECT pg_catalog.inet_server_addr()")) == "127.0.0.1"
+        assert behind_pooler(conn)

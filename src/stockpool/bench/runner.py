@@ -238,7 +238,7 @@ class Bench:
         through it), with pgbouncer's own figures."""
         with pooler.pgbouncer(dsn, clients) as bouncer, pooler.PoolWatch(bouncer, SAMPLE_INTERVAL) as watch:
             cell, cpu_before = self._measured("pooled", name, clients, bouncer.dsn, path, tag, prepared=False)
-        cell.pooler = {"pool_size": bouncer.pool_size, **watch.figures.as_json()}
+        cell.pooler = {"pool_size": bouncer.pool_size, "server": bouncer.server, **watch.figures.as_json()}
         return cell, cpu_before
 
     def measure(self, kind: str, name: str, clients: int) -> Cell:
