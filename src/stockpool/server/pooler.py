@@ -26,8 +26,8 @@ which resets that limit and holds every stop for two seconds.
 A pgbouncer on the server's machine reaches it through the server's unix
 socket, as Debian's own pgbouncer is set up to: loopback TCP costs every
 transaction's round trips more CPU on the cores the server needs (through
-pgbouncer at 1,000 clients, 1.08-1.14x the TCP rate in three alternated
-rounds; docs/commands.md). The socket is used only when a connection through
+pgbouncer at 1,000 clients the socket gave 1.03-1.16x the TCP rate in 7
+alternated rounds, at 512 clients 0.88-1.07x, median 1.01; docs/commands.md). The socket is used only when a connection through
 it reaches the same postmaster and the OS user pgbouncer runs as may enter
 its directory; otherwise the DSN's host and port.
 """
