@@ -23,13 +23,14 @@ connection, and its limit is raised for the clients it is for. As root it
 is started as the server's OS user directly, not through ``runuser``,
 which resets that limit and holds every stop for two seconds.
 
-A pgbouncer on the server's machine reaches it through the server's unix
+A pgbouncer on the server's machine reaches it through the server's Unix
 socket, as Debian's own pgbouncer is set up to: loopback TCP costs every
-transaction's round trips more CPU on the cores the server needs (through
+transaction's round trips more CPU on the cores the server needs. Through
 pgbouncer at 1,000 clients the socket gave 1.03-1.16x the TCP rate in 7
-alternated rounds, at 512 clients 0.88-1.07x, median 1.01; docs/commands.md). The socket is used only when a connection through
-it reaches the same postmaster and the OS user pgbouncer runs as may enter
-its directory; otherwise the DSN's host and port.
+alternated rounds, at 512 clients 0.88-1.07x, median 1.01
+(docs/commands.md). The socket is used only when a connection through it
+reaches the same postmaster and the OS user pgbouncer runs as may enter its
+directory; otherwise the DSN's host and port.
 """
 
 from __future__ import annotations
