@@ -8,8 +8,11 @@
 -- not yet committed: its row's xmax is set) is not counted: under a rush of
 -- hundreds of buyers those are hundreds of units, and counted as pooled they
 -- kept a pool that was running dry above its mark until it was empty.
--- (A unit whose taker rolled back keeps its xmax until it is taken again:
--- counted as gone, it only makes a refill come a little early.)
+-- A unit whose taker rolled back keeps its xmax until it is taken or vacuum
+-- freezes its row. Counted as gone meanwhile, it makes each refill add that
+-- many units more (read as demand too, within the level's doubling): bounded
+-- by the number of such units, since the units added are counted, and
+-- harmless to the figures (it stays takeable; allocated counts every row).
 -- Reads only (no lock). Touches pool_units.
 CREATE OR REPLACE FUNCTION stockpool._pooled_upto(
     p_shop_id bigint,

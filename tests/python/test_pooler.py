@@ -8,6 +8,7 @@ its naive shape still fails."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import uuid
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from stockpool.errors import StockpoolError
 from stockpool.install.deploy import deploy
 from stockpool.maintenance.worker import Worker, WorkerOptions
 from stockpool.server import pooler
+from stockpool.server.cluster import SERVER_USER
 from support import scalar
 
 runner = CliRunner()
@@ -138,7 +140,8 @@ def test_race_through_pgbouncer_passes_every_check(dsn: str, tmp_path: Path) -> 
 
 def test_pgbouncer_reaches_a_local_server_through_its_socket(dsn: str, pg_server: Any) -> None:
     root = str(pg_server.cluster.root)
-    assert pooler.server_address(dsn, "postgres") == (root, str(pg_server.port))
+    bouncer_user = SERVER_USER if os.geteuid() == 0 else None  # as pooler.pgbouncer runs it
+    assert pooler.server_address(dsn, bouncer_user) == (root, str(pg_server.port))
     with pooler.pgbouncer(dsn, 10) as pb, psycopg.connect(pb.dsn, prepare_threshold=None) as conn:
         assert pb.server == f"{root}:{pg_server.port}"
         # A server connection over a unix socket has no server address.
@@ -153,6 +156,9 @@ def test_pgbouncer_reaches_a_local_server_through_its_socket(dsn: str, pg_server
     assert oct(Path(root).stat().st_mode & 0o777) == "0o700"
     assert pooler.server_address(dsn, "nobody") == ("127.0.0.1", str(pg_server.port))
     assert pooler.server_address("host=192.0.2.1 port=5432 connect_timeout=1")[0] == "192.0.2.1"
+    # hostaddr decides where libpq connects, so a probe could not tell the socket's server.
+    with_hostaddr = make_conninfo(dsn, hostaddr="127.0.0.1")
+    assert pooler.server_address(with_hostaddr, bouncer_user) == ("127.0.0.1", str(pg_server.port))
     with (
         pooler.pgbouncer(dsn, 10, socket=False) as pb,
         psycopg.connect(pb.dsn, prepare_threshold=None) as conn,

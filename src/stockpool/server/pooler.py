@@ -91,7 +91,9 @@ def server_address(dsn: str, user: str | None = None) -> tuple[str, str]:
     enter, and a connection through it that reaches the same postmaster),
     else the DSN's own host and port."""
     host, port = dsn_address(dsn)
-    if host not in LOOPBACK:
+    # hostaddr wins over host in libpq: a probe "through the socket" would go
+    # over TCP to wherever it points, and prove nothing.
+    if host not in LOOPBACK or conninfo_to_dict(dsn).get("hostaddr"):
         return host, port
     try:
         with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
@@ -210,7 +212,7 @@ def pgbouncer(server_dsn: str, clients: int, socket: bool = True) -> Iterator[Po
                 make_conninfo(pooled, dbname="pgbouncer"),
                 size,
                 root / "pgbouncer.log",
-                f"{server_host}:{server_port}",
+                f"[{server_host}]:{server_port}" if ":" in server_host else f"{server_host}:{server_port}",
             )
     finally:
         shutil.rmtree(root, ignore_errors=True)
