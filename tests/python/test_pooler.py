@@ -17,7 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from typer.testing import CliRunner
 
 from stockpool.cli import app
@@ -159,6 +159,9 @@ def test_pgbouncer_reaches_a_local_server_through_its_socket(dsn: str, pg_server
     # hostaddr decides where libpq connects, so a probe could not tell the socket's server.
     with_hostaddr = make_conninfo(dsn, hostaddr="127.0.0.1")
     assert pooler.server_address(with_hostaddr, bouncer_user) == ("127.0.0.1", str(pg_server.port))
+    assert "hostaddr" not in conninfo_to_dict(pooler.through(with_hostaddr, 6432)), (
+        "clients would miss the pooler"
+    )
     with (
         pooler.pgbouncer(dsn, 10, socket=False) as pb,
         psycopg.connect(pb.dsn, prepare_threshold=None) as conn,

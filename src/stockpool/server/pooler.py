@@ -148,7 +148,10 @@ def _usable(socket: Path, user: str | None) -> bool:
 
 
 def through(dsn: str, port: int) -> str:
-    return make_conninfo(dsn, host="127.0.0.1", port=str(port))
+    """``dsn`` with the pooler's address on loopback (any hostaddr dropped:
+    libpq would connect there instead)."""
+    params = {k: v for k, v in conninfo_to_dict(dsn).items() if k != "hostaddr"}
+    return make_conninfo("", **{**params, "host": "127.0.0.1", "port": str(port)})
 
 
 @contextlib.contextmanager
