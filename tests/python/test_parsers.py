@@ -8,7 +8,10 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from stockpool import race
+from stockpool.bench.alternate import alternate, report
 from stockpool.errors import first_line, redact
 from stockpool.server import pgbench
 from stockpool.server import stats as serverstats
@@ -168,3 +171,21 @@ def test_pgbench_threads_follow_cores_then_clients() -> None:
     assert pgbench.threads_for(512, cores=2) == 8
     assert pgbench.threads_for(1000, cores=2) == 16
     assert pgbench.threads_for(100, cores=8) == 8
+
+
+def test_alternated_cells_swap_order_every_round(capsys: pytest.CaptureFixture[str]) -> None:
+    calls: list[str] = []
+    rates = iter([100.0, 50.0, 40.0, 120.0, 90.0, 90.0])
+
+    def rate(name: str) -> float:
+        calls.append(name)
+        return next(rates)
+
+    measured = alternate(("A", "B"), rate, 3, "8 clients")
+    # Neither side always runs first (a drifting machine would favour it).
+    assert calls == ["A", "B", "B", "A", "A", "B"]
+    assert measured == [{"A": 100.0, "B": 50.0}, {"B": 40.0, "A": 120.0}, {"A": 90.0, "B": 90.0}]
+    assert report("8 clients", measured, "B", "A") == [0.5, 40.0 / 120.0, 1.0]
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "8 clients, round 1, B: 50/s"
+    assert out[-1] == "8 clients: B / A [0.5, 0.33, 1.0], median 0.50"
