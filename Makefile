@@ -42,11 +42,13 @@ race: bootstrap ## Race the package under load and check every guarantee (RACE_A
 bench: bootstrap ## Side-by-side strategy benchmark (BENCH_ARGS=...)
 	$(STOCKPOOL) bench $(DSN_FLAG) $(BENCH_ARGS)
 
+SCRIPTS = scripts/cpu-decomposition scripts/claim-vs-release scripts/pooler-cores scripts/sql-ab scripts/floor
+
 lint: $(VENV)/.stamp ## ruff, mypy and sqlfluff
-	$(BIN)/ruff check src tests/python scripts/cpu-decomposition scripts/claim-vs-release scripts/pooler-cores scripts/sql-ab
-	$(BIN)/ruff format --check src tests/python scripts/cpu-decomposition scripts/claim-vs-release scripts/pooler-cores scripts/sql-ab
+	$(BIN)/ruff check src tests/python $(SCRIPTS)
+	$(BIN)/ruff format --check src tests/python $(SCRIPTS)
 	$(BIN)/mypy
-	$(BIN)/mypy --strict --scripts-are-modules scripts/cpu-decomposition scripts/claim-vs-release scripts/pooler-cores scripts/sql-ab
+	$(BIN)/mypy --strict --scripts-are-modules $(SCRIPTS)
 	$(BIN)/sqlfluff lint sql/migrations sql/views sql/functions sql/routing sql/retired.sql
 
 test-pgtap: bootstrap ## pgTAP suites (pg_prove) on a throwaway cluster
