@@ -189,3 +189,19 @@ def test_alternated_cells_swap_order_every_round(capsys: pytest.CaptureFixture[s
     out = capsys.readouterr().out.splitlines()
     assert out[1] == "8 clients, round 1, B: 50/s"
     assert out[-1] == "8 clients: B / A [0.5, 0.33, 1.0], median 0.50"
+
+
+def test_alternated_cells_rotate_beyond_two(capsys: pytest.CaptureFixture[str]) -> None:
+    calls: list[str] = []
+
+    def rate(name: str) -> float:
+        calls.append(name)
+        return {"A": 10.0, "B": 20.0, "C": 5.0}[name]
+
+    measured = alternate(("A", "B", "C"), rate, 3, "32 clients")
+    # Each round starts one cell further on: every cell starts once in 3 rounds.
+    assert calls == ["A", "B", "C", "B", "C", "A", "C", "A", "B"]
+    assert measured == [{"A": 10.0, "B": 20.0, "C": 5.0}] * 3
+    report("32 clients", measured, "C", "A", note="the bar: >= 0.7")
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == "32 clients: C / A [0.5, 0.5, 0.5], median 0.50 (the bar: >= 0.7)"

@@ -13,30 +13,36 @@ from collections.abc import Callable
 
 
 def alternate(
-    order: tuple[str, str],
+    order: tuple[str, ...],
     rate: Callable[[str], float],
     rounds: int,
     label: str,
 ) -> list[dict[str, float]]:
-    """``rounds`` rounds of the two cells named in ``order``: in that order in
-    even rounds, reversed in odd ones. ``rate(name)`` measures one cell. Each
-    cell is printed as it ends; returns each round's rates by name."""
+    """``rounds`` rounds of the cells named in ``order``, each round starting
+    one cell further on (two cells: in that order in even rounds, reversed in
+    odd ones; every cell starts as often as the others when the rounds are a
+    multiple of the cells). ``rate(name)`` measures one cell. Each cell is
+    printed as it ends; returns each round's rates by name."""
     measured: list[dict[str, float]] = []
     for r in range(rounds):
         rates: dict[str, float] = {}
-        for name in order if r % 2 == 0 else order[::-1]:
+        start = r % len(order)
+        for name in order[start:] + order[:start]:
             rates[name] = rate(name)
             print(f"{label}, round {r + 1}, {name}: {rates[name]:,.0f}/s", flush=True)  # noqa: T201
         measured.append(rates)
     return measured
 
 
-def report(label: str, measured: list[dict[str, float]], numerator: str, denominator: str) -> list[float]:
-    """Prints ``numerator / denominator`` per round and the median; returns the ratios."""
+def report(
+    label: str, measured: list[dict[str, float]], numerator: str, denominator: str, note: str = ""
+) -> list[float]:
+    """Prints ``numerator / denominator`` per round and the median, and
+    ``note`` in brackets after them; returns the ratios."""
     ratios = [rates[numerator] / rates[denominator] for rates in measured]
     print(  # noqa: T201
         f"{label}: {numerator} / {denominator} {[round(x, 2) for x in ratios]}, "
-        f"median {statistics.median(ratios):.2f}",
+        f"median {statistics.median(ratios):.2f}{f' ({note})' if note else ''}",
         flush=True,
     )
     return ratios
