@@ -9,6 +9,7 @@ how fast this machine is.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,9 @@ import typer
 
 from stockpool.bench import bars, chart, command, markdown, model, report, runner
 from stockpool.errors import StockpoolError
-from stockpool.server import cpumeter
+from stockpool.server import cpumeter, placement
 from stockpool.server.stats import wait_for_sessions_gone
+from support import scalar
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -674,3 +676,82 @@ def test_seats_cells_run_small(pg_server: Any) -> None:
     assert [c.name for c in bars.seats_bar(result)] == [
         "seats: 4 adjacent refused only when no block of 4 is free"
     ]
+
+
+def test_placements_halve_the_cores() -> None:
+    split = placement.placement("split", [0, 1, 2, 3])
+    assert (split.server, split.clients, split.pooler) == ({0, 1}, {2, 3}, {2, 3})
+    host = placement.placement("host", [0, 1])
+    assert (host.server, host.clients, host.pooler) == ({0}, {1}, {0})
+    assert "pgbouncer with the server" in host.describe()
+    shared = placement.placement("shared", [0, 1])
+    assert shared.server == shared.clients == shared.pooler == {0, 1}
+    with pytest.raises(StockpoolError, match="needs at least 2 cores"):
+        placement.placement("split", [0])
+    with pytest.raises(StockpoolError, match="one of shared, split, host"):
+        placement.placement("apart", [0, 1])
+    with pytest.raises(typer.BadParameter, match="--placement: one of shared, split, host"):
+        command.command(placement="apart")
+    with pytest.raises(typer.BadParameter, match="with --dsn the server is not this machine's"):
+        command.command(placement="split", dsn="postgresql://127.0.0.1:1/x")
+
+
+def test_placed_needs_a_local_server() -> None:
+    split = placement.placement("split", [0, 1])
+    with pytest.raises(StockpoolError, match="needs a server on this machine"), placement.placed(split, None):
+        pass
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="a placement needs two cores")
+def test_a_host_placement_pins_the_server_pgbouncer_and_pgbench(
+    pg_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under --placement host every cell runs with the postmaster and its
+    backends on the server's cores, this process (so pgbench) on the others,
+    and pgbouncer moved to the server's; every core is given back at the end.
+    Negative control: the shared placement leaves all of them on every core."""
+    cores = sorted(os.sched_getaffinity(0))
+    meter = cpumeter.ServerCPU.of_datadir(pg_server.cluster.datadir)
+    assert meter is not None
+    seen: list[tuple[set[int], set[int], set[int]]] = []
+    pinned: list[set[int]] = []
+    real_pin = runner.pin
+
+    def spy(pid: int, where: frozenset[int]) -> None:
+        real_pin(pid, where)
+        pinned.append(os.sched_getaffinity(pid))  # pgbouncer's, while it runs
+
+    def log(_: str) -> None:
+        with psycopg.connect(pg_server.dsn("postgres")) as conn:
+            backend = int(scalar(conn, "SELECT pg_catalog.pg_backend_pid()"))
+            postmaster = os.sched_getaffinity(meter.pid)
+            seen.append((postmaster, os.sched_getaffinity(backend), os.sched_getaffinity(0)))
+
+    monkeypatch.setattr(runner, "pin", spy)
+    for where in ("host", "shared"):
+        seen.clear()
+        pinned.clear()
+        config = model.BenchConfig(
+            clients=[2],
+            seconds=1,
+            strategies=["ceiling"],
+            shapes=[],
+            shape_clients=[],
+            cart=False,
+            checkouts=False,
+            soak_seconds=0,
+            soak_clients=1,
+            jobs=1,
+            pooler="pgbouncer",
+            pooled_clients=[2],
+            placement=where,
+        )
+        run = runner.Bench(pg_server.dsn("postgres"), config, log, meter).execute()
+        expected = placement.placement(where)
+        assert run.machine["placement"] == expected.describe()
+        assert seen and all(s == (expected.server, expected.server, expected.clients) for s in seen), seen
+        assert pinned == ([set(expected.pooler)] if where == "host" else []), pinned
+        if where == "host":
+            assert expected.server != set(cores) and expected.clients != set(cores)
+        assert os.sched_getaffinity(0) == set(cores)
+        assert os.sched_getaffinity(meter.pid) == set(cores)

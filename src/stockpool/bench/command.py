@@ -27,6 +27,8 @@ from stockpool.bench.runner import Bench
 from stockpool.console import console, fail
 from stockpool.errors import StockpoolError
 from stockpool.server import pgbench
+from stockpool.server.placement import PLACEMENTS
+from stockpool.server.placement import placement as placement_of
 from stockpool.server.pooler import POOLERS
 from stockpool.server.target import target
 
@@ -137,6 +139,15 @@ def command(
     pooled_clients: Annotated[str, typer.Option(help="Client counts for the pooled cells.")] = ",".join(
         map(str, POOLED_CLIENTS)
     ),
+    placement: Annotated[
+        str,
+        typer.Option(
+            help="Cores of the throwaway server and the client side: 'shared' (all on every core), "
+            "'split' (server on half the cores; pgbench and pgbouncer on the rest: the application "
+            "and its pooler on machines of their own) or 'host' (server and pgbouncer on half, "
+            "pgbench on the rest: pgbouncer on the database host).",
+        ),
+    ] = "shared",
     seats: Annotated[
         bool,
         typer.Option(
@@ -190,6 +201,13 @@ def command(
         return
     if pooler not in POOLERS:
         raise typer.BadParameter(f"--pooler: one of {', '.join(POOLERS)}, got {pooler!r}")
+    if placement not in PLACEMENTS:
+        raise typer.BadParameter(f"--placement: one of {', '.join(PLACEMENTS)}, got {placement!r}")
+    if placement != "shared" and dsn:
+        raise typer.BadParameter(
+            f"--placement {placement} pins a throwaway cluster's processes to cores; with --dsn "
+            "the server is not this machine's to place (use the default, shared)"
+        )
     chosen = _name_list(strategies, STRATEGIES, "--strategies")
     if "ceiling" not in chosen:
         chosen.insert(0, "ceiling")  # every ratio is to the same run's ceiling
@@ -212,10 +230,12 @@ def command(
         if seats or seats_only
         else [],
         seat_units=seat_units,
+        placement=placement,
     )
     if seats_only:
         only_seats(config)
     try:
+        placement_of(placement)  # at least two cores, before any cluster starts
         chart.require_chart_library()
         pgbench.require()
         most = config.most_clients

@@ -462,7 +462,9 @@ def pooled_markdown(run: BenchRun) -> list[str]:
         + (f" ({fmt(best.rate)}/s at {best.clients} clients)" if best else "")
         + ". pgbouncer's figures: SHOW STATS (time clients waited for a server connection, over "
         "the transactions of the cell) and SHOW POOLS sampled every 200 ms. CPU per reservation: "
-        "the pooled cell's client share is pgbench's and pgbouncer's.",
+        "the pooled cell's client share is pgbench's and pgbouncer's. Cores (--placement): "
+        + str(run.machine.get("placement", "shared"))
+        + ".",
         "",
     ]
     lines += _md_table(POOLED_HEADER, pooled_rows(run))

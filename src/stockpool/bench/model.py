@@ -187,6 +187,7 @@ class BenchConfig:
     pooled_clients: list[int] = field(default_factory=lambda: list(POOLED_CLIENTS))
     seat_clients: list[int] = field(default_factory=list)  # empty: no seats cells
     seat_units: int = SEAT_UNITS
+    placement: str = "shared"  # server/placement.py: which cores the server, pgbouncer and pgbench use
 
     @property
     def most_clients(self) -> int:

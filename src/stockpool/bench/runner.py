@@ -51,6 +51,7 @@ from stockpool.bench.model import (
 )
 from stockpool.bench.workspace import Workspace, script
 from stockpool.server import cpumeter, pgbench, pooler
+from stockpool.server.placement import pin, placed, placement
 from stockpool.server.sampler import Periodic, WaitSampler
 from stockpool.server.stats import wait_for_sessions_gone
 
@@ -162,6 +163,7 @@ class Bench:
         self.config = config
         self.log = log
         self.run = BenchRun(config=config, machine={}, started=_now())
+        self.placement = placement(config.placement)
 
     def units_for(self, strategy: str, clients: int) -> int:
         if strategy in ("skip_locked", "sharded"):
@@ -237,6 +239,8 @@ class Bench:
         transaction mode, in the simple protocol (no named prepared statements
         through it), with pgbouncer's own figures."""
         with pooler.pgbouncer(dsn, clients) as bouncer, pooler.PoolWatch(bouncer, SAMPLE_INTERVAL) as watch:
+            if self.placement.pooler != self.placement.clients:
+                pin(bouncer.pid, self.placement.pooler)
             cell, cpu_before = self._measured("pooled", name, clients, bouncer.dsn, path, tag, prepared=False)
         cell.pooler = {"pool_size": bouncer.pool_size, "server": bouncer.server, **watch.figures.as_json()}
         return cell, cpu_before
@@ -443,22 +447,23 @@ class Bench:
         self.workspace.create_template()
         with psycopg.connect(self.workspace.template_dsn, autocommit=True) as conn:
             self.run.machine = machine(conn)
+        self.run.machine["placement"] = self.placement.describe()
         plan = self.plan()
         try:
-            for number, (kind, name, clients) in enumerate(plan, start=1):
-                if kind == "catalogue":
-                    cell = self.measure_catalogue(name, clients)
-                elif kind == "seats":
-                    cell = self.measure_seats(name, clients)
-                else:
-                    cell = self.measure(kind, name, clients)
-                self.run.cells.append(cell)
-                self.log(_cell_line(number, len(plan), cell))
-            if self.config.soak_seconds > 0:
-                self.log(
-                    f"soak: stockpool at {self.config.soak_clients} clients for {self.config.soak_seconds} s"
-                )
-                self.run.soak = self.soak()
+            with placed(self.placement, self.cpu.pid if self.cpu else None):
+                for number, (kind, name, clients) in enumerate(plan, start=1):
+                    if kind == "catalogue":
+                        cell = self.measure_catalogue(name, clients)
+                    elif kind == "seats":
+                        cell = self.measure_seats(name, clients)
+                    else:
+                        cell = self.measure(kind, name, clients)
+                    self.run.cells.append(cell)
+                    self.log(_cell_line(number, len(plan), cell))
+                if self.config.soak_seconds > 0:
+                    soak = self.config
+                    self.log(f"soak: stockpool at {soak.soak_clients} clients for {soak.soak_seconds} s")
+                    self.run.soak = self.soak()
         finally:
             self.run.finished = _now()
             self.run.machine["load_average_end"] = [round(x, 2) for x in os.getloadavg()]

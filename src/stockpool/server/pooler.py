@@ -70,6 +70,7 @@ class Pooler:
     pool_size: int
     logfile: Path
     server: str  # where pgbouncer reaches the server: a socket directory or host, and the port
+    pid: int  # pgbouncer's process
 
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -216,6 +217,7 @@ def pgbouncer(server_dsn: str, clients: int, socket: bool = True) -> Iterator[Po
                 size,
                 root / "pgbouncer.log",
                 f"[{server_host}]:{server_port}" if ":" in server_host else f"{server_host}:{server_port}",
+                bouncer.proc.pid,
             )
     finally:
         shutil.rmtree(root, ignore_errors=True)
