@@ -175,12 +175,12 @@ SELECT lives_ok('SELECT stockpool.sweep(), stockpool.replenish_pool(1, 1400, 1),
 SELECT lives_ok('SELECT count(*) FROM stockpool.check_invariants()', 'app: check_invariants works');
 SELECT results_eq(
     $$SELECT stockpool.set_named_units(1, 1402, 1, '{A,B,C}'),
-             stockpool.reserve_named(1, 1402, 1, 1, '00000000-0000-0000-0000-000000000906'),
              stockpool.reserve_labels(1, 1402, 1, '{C}', '00000000-0000-0000-0000-000000000907'),
+             stockpool.reserve_named(1, 1402, 1, 2, '00000000-0000-0000-0000-000000000906', p_adjacent => true),
              stockpool.release(1, '00000000-0000-0000-0000-000000000906'),
              stockpool.release(1, '00000000-0000-0000-0000-000000000907'),
              stockpool.retire_named_units(1, 1402, 1, '{B}')$$,
-    $$VALUES (3, '{A}'::text[], true, 1, 1, 2)$$,
+    $$VALUES (3, true, '{A,B}'::text[], 2, 1, 2)$$,
     'app: set_named_units, reserve_named, reserve_labels, retire_named_units work');
 SELECT throws_ok('SELECT FROM stockpool.unit_status', '42501', NULL, 'app: SELECT FROM unit_status: 42501');
 SELECT throws_ok('SELECT FROM stockpool.named_free', '42501', NULL, 'app: SELECT FROM named_free: 42501');
