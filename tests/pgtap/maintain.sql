@@ -57,7 +57,7 @@ SELECT is(stockpool.replenish_pool(1, 1830, 1, 8), 8, 'key 1830: 8 pooled, its l
 SELECT is(stockpool.set_stock(1, 1831, 1, 100), 100, 'key 1831 at 100');
 SELECT is(stockpool.replenish_pool(1, 1831, 1, 14), 14, 'key 1831: 14 pooled, above its mark');
 UPDATE stockpool.stock SET pool_target = 10 WHERE item_id IN (1830, 1831);
-SELECT results_eq($$SELECT refilled FROM stockpool.maintain()$$, $$VALUES (8)$$,
+SELECT results_eq($$SELECT refilled FROM stockpool.maintain('1 hour')$$, $$VALUES (8)$$,
     'only key 1830 is topped up, to its level of 16');
 
 -- A pool not refilled for 60 s goes back to its ledger row.

@@ -196,7 +196,7 @@ SELECT is(stockpool.set_stock(1, 1306, 1, 100), 100, 'key 1306 at 100');
 SELECT is(stockpool.replenish_pool(1, 1306, 1, 16), 16, 'a pool of 16 (1 refill)');
 SELECT ok(stockpool.reserve_cart(1, '00000000-0000-0000-0000-000000013061', '{1306}', '{1}', '{5}'),
     'a cart takes 5 of them (1 reservation) and leaves 11, below the mark, without a look');
-SELECT results_eq('SELECT expired, refilled FROM stockpool.maintain()', $$VALUES (1, 7)$$,
+SELECT results_eq($$SELECT expired, refilled FROM stockpool.maintain('1 hour')$$, $$VALUES (1, 7)$$,
     'a maintenance cycle expires J (1 expiry), tops this pool up by 5 and key 1301''s pool of 3 by the 2 it '
     'has free (2 refills)');
 SELECT results_eq(
