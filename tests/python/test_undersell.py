@@ -182,7 +182,9 @@ def test_expired_unswept_hold_does_not_block_a_new_reserve(conn: psycopg.Connect
     assert scalar(conn, RESERVE, (SHOP, item, LOC, 2, old)) is True
     assert scalar(conn, RESERVE, (SHOP, item, LOC, 1, checkout())) is False  # still live: sold out
     # Overdue now (as if its ttl had passed); nobody sweeps.
-    conn.execute("UPDATE stockpool.holds SET expires_at = now() - interval '1 second' WHERE checkout_id = %s", (old,))
+    conn.execute(
+        "UPDATE stockpool.holds SET expires_at = now() - interval '1 second' WHERE checkout_id = %s", (old,)
+    )
 
     new = checkout()
     assert scalar(conn, RESERVE, (SHOP, item, LOC, 2, new)) is True
