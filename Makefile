@@ -49,7 +49,7 @@ lint: $(VENV)/.stamp ## ruff, mypy and sqlfluff
 	$(BIN)/ruff format --check src tests/python $(SCRIPTS)
 	$(BIN)/mypy
 	$(BIN)/mypy --strict --scripts-are-modules $(SCRIPTS)
-	$(BIN)/sqlfluff lint sql/migrations sql/views sql/functions sql/routing sql/retired.sql sql/retyped.sql
+	$(BIN)/sqlfluff lint sql/migrations sql/views sql/functions sql/routing sql/retired.sql
 
 test-pgtap: bootstrap ## pgTAP suites (pg_prove) on a throwaway cluster
 	$(STOCKPOOL) exec -- bash -c 'psql -qX -v ON_ERROR_STOP=1 -c "CREATE EXTENSION IF NOT EXISTS pgtap" && pg_prove --ext .sql -r tests/pgtap'

@@ -7,18 +7,17 @@
 -- A call is counted even when its transaction, or a subtransaction around
 -- it, rolls back later (function statistics are not transactional): callers
 -- call it only where the event stands. PL/pgSQL and VOLATILE on purpose: a
--- SQL function would be inlined and go uncounted. Returns true, so that a
--- caller can return the call (an expression, where a PERFORM of it is a
--- whole statement: executor start, plan and end); touches nothing.
+-- SQL function would be inlined and go uncounted. Returns nothing; touches
+-- nothing.
 CREATE OR REPLACE FUNCTION stockpool._tally_claim()
-RETURNS boolean
+RETURNS void
 LANGUAGE plpgsql
 VOLATILE
 AS $function$
 BEGIN
-    RETURN true;
+    NULL;
 END;
 $function$;
 
 COMMENT ON FUNCTION stockpool._tally_claim() IS
-'Internal: returns true; its calls in pg_stat_user_functions are stockpool.metrics()''s claims_total.';
+'Internal: does nothing; its calls in pg_stat_user_functions are stockpool.metrics()''s claims_total.';

@@ -1896,11 +1896,11 @@ COMMENT ON FUNCTION stockpool._take_waiting(p_shop_id bigint, p_item_id bigint, 
 -- Name: _tally_claim(); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
-CREATE FUNCTION stockpool._tally_claim() RETURNS boolean
+CREATE FUNCTION stockpool._tally_claim() RETURNS void
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    RETURN true;
+    NULL;
 END;
 $$;
 
@@ -1910,17 +1910,17 @@ ALTER FUNCTION stockpool._tally_claim() OWNER TO stockpool_owner;
 -- Name: FUNCTION _tally_claim(); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON FUNCTION stockpool._tally_claim() IS 'Internal: returns true; its calls in pg_stat_user_functions are stockpool.metrics()''s claims_total.';
+COMMENT ON FUNCTION stockpool._tally_claim() IS 'Internal: does nothing; its calls in pg_stat_user_functions are stockpool.metrics()''s claims_total.';
 
 --
 -- Name: _tally_expiry(); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
-CREATE FUNCTION stockpool._tally_expiry() RETURNS boolean
+CREATE FUNCTION stockpool._tally_expiry() RETURNS void
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    RETURN true;
+    NULL;
 END;
 $$;
 
@@ -1930,17 +1930,17 @@ ALTER FUNCTION stockpool._tally_expiry() OWNER TO stockpool_owner;
 -- Name: FUNCTION _tally_expiry(); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON FUNCTION stockpool._tally_expiry() IS 'Internal: returns true; its calls in pg_stat_user_functions are stockpool.metrics()''s expiries_total.';
+COMMENT ON FUNCTION stockpool._tally_expiry() IS 'Internal: does nothing; its calls in pg_stat_user_functions are stockpool.metrics()''s expiries_total.';
 
 --
 -- Name: _tally_refill(); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
-CREATE FUNCTION stockpool._tally_refill() RETURNS boolean
+CREATE FUNCTION stockpool._tally_refill() RETURNS void
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    RETURN true;
+    NULL;
 END;
 $$;
 
@@ -1950,17 +1950,17 @@ ALTER FUNCTION stockpool._tally_refill() OWNER TO stockpool_owner;
 -- Name: FUNCTION _tally_refill(); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON FUNCTION stockpool._tally_refill() IS 'Internal: returns true; its calls in pg_stat_user_functions are stockpool.metrics()''s refills_total.';
+COMMENT ON FUNCTION stockpool._tally_refill() IS 'Internal: does nothing; its calls in pg_stat_user_functions are stockpool.metrics()''s refills_total.';
 
 --
 -- Name: _tally_refusal(); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
-CREATE FUNCTION stockpool._tally_refusal() RETURNS boolean
+CREATE FUNCTION stockpool._tally_refusal() RETURNS void
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    RETURN true;
+    NULL;
 END;
 $$;
 
@@ -1970,17 +1970,17 @@ ALTER FUNCTION stockpool._tally_refusal() OWNER TO stockpool_owner;
 -- Name: FUNCTION _tally_refusal(); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON FUNCTION stockpool._tally_refusal() IS 'Internal: returns true; its calls in pg_stat_user_functions are stockpool.metrics()''s refusals_total.';
+COMMENT ON FUNCTION stockpool._tally_refusal() IS 'Internal: does nothing; its calls in pg_stat_user_functions are stockpool.metrics()''s refusals_total.';
 
 --
 -- Name: _tally_release(); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
-CREATE FUNCTION stockpool._tally_release() RETURNS boolean
+CREATE FUNCTION stockpool._tally_release() RETURNS void
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    RETURN true;
+    NULL;
 END;
 $$;
 
@@ -1990,17 +1990,17 @@ ALTER FUNCTION stockpool._tally_release() OWNER TO stockpool_owner;
 -- Name: FUNCTION _tally_release(); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON FUNCTION stockpool._tally_release() IS 'Internal: returns true; its calls in pg_stat_user_functions are stockpool.metrics()''s releases_total.';
+COMMENT ON FUNCTION stockpool._tally_release() IS 'Internal: does nothing; its calls in pg_stat_user_functions are stockpool.metrics()''s releases_total.';
 
 --
 -- Name: _tally_reservation(); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
-CREATE FUNCTION stockpool._tally_reservation() RETURNS boolean
+CREATE FUNCTION stockpool._tally_reservation() RETURNS void
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    RETURN true;
+    NULL;
 END;
 $$;
 
@@ -2010,7 +2010,7 @@ ALTER FUNCTION stockpool._tally_reservation() OWNER TO stockpool_owner;
 -- Name: FUNCTION _tally_reservation(); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON FUNCTION stockpool._tally_reservation() IS 'Internal: returns true; its calls in pg_stat_user_functions are stockpool.metrics()''s reservations_total.';
+COMMENT ON FUNCTION stockpool._tally_reservation() IS 'Internal: does nothing; its calls in pg_stat_user_functions are stockpool.metrics()''s reservations_total.';
 
 --
 -- Name: _top_up_low(integer, interval); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner

@@ -111,45 +111,6 @@ def test_an_upgrade_drops_retired_signatures(dsn: str, tmp_path: Path, retired: 
     assert _record_holds(dsn) == ([new] if retired else sorted([old, new]))
 
 
-OLD_TALLY = """
-DROP FUNCTION stockpool._tally_reservation();
-CREATE FUNCTION stockpool._tally_reservation() RETURNS void LANGUAGE plpgsql AS $$ BEGIN NULL; END $$;
-"""
-
-
-@pytest.mark.parametrize("retyped", [True, False], ids=["retyped.sql", "without it (negative control)"])
-def test_an_upgrade_changes_a_return_type(dsn: str, tmp_path: Path, retyped: bool) -> None:
-    """A database from a release whose tallies returned void gets the tally
-    that returns true (reserve_units returns its call); without retyped.sql,
-    CREATE OR REPLACE refuses and nothing of the functions is applied."""
-    with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("SET ROLE stockpool_owner")
-        c.execute(OLD_TALLY)
-    root = _copy_sql(tmp_path)
-    if not retyped:
-        (root / "retyped.sql").unlink()
-        schema_before = dump(dsn)
-        with pytest.raises(StockpoolError) as raised:
-            deploy(dsn, root=root)
-        assert "_tally_reservation.sql failed, nothing of it was applied: [42P13]" in raised.value.message
-        assert dump(dsn) == schema_before
-        return
-    tally = (
-        "SELECT oid, prorettype::regtype::text FROM pg_proc"
-        " WHERE oid = 'stockpool._tally_reservation()'::regprocedure"
-    )
-    deploy(dsn, root=root)
-    with psycopg.connect(dsn, autocommit=True) as c:
-        first = c.execute(tally).fetchone()
-    deploy(dsn, root=root)
-    with psycopg.connect(dsn, autocommit=True) as c:
-        # The second deploy drops nothing: the same function, which keeps its counts.
-        assert c.execute(tally).fetchone() == first
-        assert first is not None and first[1] == "boolean"
-        c.execute("SELECT stockpool.set_stock(1, 1, 1, 5)")
-        assert scalar(c, "SELECT stockpool.reserve_units(1, 1, 1, 2, gen_random_uuid())") is True
-
-
 def test_concurrent_deployers_on_an_empty_database(empty_db: str, dsn: str) -> None:
     deployers = 4
     start = threading.Barrier(deployers, timeout=30)

@@ -117,17 +117,14 @@ def migrations(root: Path | None = None) -> list[Migration]:
 
 
 def function_files(root: Path | None = None) -> list[Path]:
-    """Re-applied on every deploy: retyped.sql (functions whose return type
-    changed, dropped first), helpers (leading underscore), views, public
+    """Re-applied on every deploy: helpers (leading underscore), views, public
     functions, then retired.sql (old signatures dropped)."""
     base = root or sql_dir()
     functions = sorted((base / "functions").glob("*.sql"))
     views = sorted((base / "views").glob("*.sql"))
-    retyped = [base / "retyped.sql"] if (base / "retyped.sql").exists() else []
     retired = [base / "retired.sql"] if (base / "retired.sql").exists() else []
     return (
-        retyped
-        + [f for f in functions if f.name.startswith("_")]
+        [f for f in functions if f.name.startswith("_")]
         + views
         + [f for f in functions if not f.name.startswith("_")]
         + retired
