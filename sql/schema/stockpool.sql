@@ -525,6 +525,45 @@ ALTER FUNCTION stockpool._free_labels(p_shop_id bigint, p_item_id bigint, p_loca
 COMMENT ON FUNCTION stockpool._free_labels(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[], p_buckets integer) IS 'Internal: put a named key''s units (by label) back among its free units.';
 
 --
+-- Name: _hold_valid(); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._hold_valid() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF NEW.quantity <= 0 THEN
+        RAISE EXCEPTION 'new row for relation "holds" violates check constraint "holds_quantity_positive"'
+            USING ERRCODE = '23514', SCHEMA = 'stockpool', TABLE = 'holds',
+                  CONSTRAINT = 'holds_quantity_positive',
+                  DETAIL = pg_catalog.format('quantity %s is not positive', NEW.quantity);
+    END IF;
+    IF NEW.status NOT IN ('held', 'claimed', 'released', 'expired') THEN
+        RAISE EXCEPTION 'new row for relation "holds" violates check constraint "holds_status_known"'
+            USING ERRCODE = '23514', SCHEMA = 'stockpool', TABLE = 'holds',
+                  CONSTRAINT = 'holds_status_known',
+                  DETAIL = pg_catalog.format('status %L is not held, claimed, released or expired', NEW.status);
+    END IF;
+    IF pg_catalog.cardinality(NEW.labels) <> NEW.quantity THEN
+        RAISE EXCEPTION 'new row for relation "holds" violates check constraint "holds_labels_match_quantity"'
+            USING ERRCODE = '23514', SCHEMA = 'stockpool', TABLE = 'holds',
+                  CONSTRAINT = 'holds_labels_match_quantity',
+                  DETAIL = pg_catalog.format('%s labels for quantity %s', pg_catalog.cardinality(NEW.labels),
+                                             NEW.quantity);
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
+ALTER FUNCTION stockpool._hold_valid() OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _hold_valid(); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._hold_valid() IS 'Internal: trigger function of stockpool.holds; refuses a quantity that is not positive, an unknown status and labels not as many as the quantity (23514, naming the rule).';
+
+--
 -- Name: _key_lock_id(bigint, bigint, bigint); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -1091,11 +1130,7 @@ CREATE TABLE stockpool.stock (
     named boolean DEFAULT false NOT NULL,
     CONSTRAINT stock_allocated_nonnegative CHECK ((allocated >= 0)),
     CONSTRAINT stock_allocated_within_on_hand CHECK ((allocated <= on_hand)),
-    CONSTRAINT stock_buckets_range CHECK (((buckets >= 1) AND (buckets <= 1024))),
-    CONSTRAINT stock_low_water_within_cap CHECK (((low_water >= 0) AND (low_water < pool_cap))),
-    CONSTRAINT stock_on_hand_nonnegative CHECK ((on_hand >= 0)),
-    CONSTRAINT stock_pool_cap_positive CHECK ((pool_cap > 0)),
-    CONSTRAINT stock_pool_target_nonnegative CHECK ((pool_target >= 0))
+    CONSTRAINT stock_on_hand_nonnegative CHECK ((on_hand >= 0))
 );
 
 ALTER TABLE stockpool.stock OWNER TO stockpool_owner;
@@ -1147,6 +1182,50 @@ ALTER FUNCTION stockpool._stock_row(p_shop_id bigint, p_item_id bigint, p_locati
 --
 
 COMMENT ON FUNCTION stockpool._stock_row(p_shop_id bigint, p_item_id bigint, p_location_id bigint) IS 'Internal: a key''s ledger row; SP001 when the key is unknown.';
+
+--
+-- Name: _stock_settings_valid(); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._stock_settings_valid() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF NEW.pool_cap <= 0 THEN
+        RAISE EXCEPTION 'new row for relation "stock" violates check constraint "stock_pool_cap_positive"'
+            USING ERRCODE = '23514', SCHEMA = 'stockpool', TABLE = 'stock',
+                  CONSTRAINT = 'stock_pool_cap_positive',
+                  DETAIL = pg_catalog.format('pool_cap %s is not positive', NEW.pool_cap);
+    END IF;
+    IF NEW.low_water < 0 OR NEW.low_water >= NEW.pool_cap THEN
+        RAISE EXCEPTION 'new row for relation "stock" violates check constraint "stock_low_water_within_cap"'
+            USING ERRCODE = '23514', SCHEMA = 'stockpool', TABLE = 'stock',
+                  CONSTRAINT = 'stock_low_water_within_cap',
+                  DETAIL = pg_catalog.format('low_water %s is not in [0, pool_cap %s)', NEW.low_water, NEW.pool_cap);
+    END IF;
+    IF NEW.buckets < 1 OR NEW.buckets > 1024 THEN
+        RAISE EXCEPTION 'new row for relation "stock" violates check constraint "stock_buckets_range"'
+            USING ERRCODE = '23514', SCHEMA = 'stockpool', TABLE = 'stock',
+                  CONSTRAINT = 'stock_buckets_range',
+                  DETAIL = pg_catalog.format('buckets %s is not in [1, 1024]', NEW.buckets);
+    END IF;
+    IF NEW.pool_target < 0 THEN
+        RAISE EXCEPTION 'new row for relation "stock" violates check constraint "stock_pool_target_nonnegative"'
+            USING ERRCODE = '23514', SCHEMA = 'stockpool', TABLE = 'stock',
+                  CONSTRAINT = 'stock_pool_target_nonnegative',
+                  DETAIL = pg_catalog.format('pool_target %s is negative', NEW.pool_target);
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
+ALTER FUNCTION stockpool._stock_settings_valid() OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _stock_settings_valid(); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._stock_settings_valid() IS 'Internal: trigger function of stockpool.stock; refuses pool settings out of range (23514, naming the rule).';
 
 --
 -- Name: _take(bigint, bigint, bigint, integer, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -3955,10 +4034,7 @@ CREATE TABLE stockpool.holds (
     expires_at timestamp with time zone NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    labels text[],
-    CONSTRAINT holds_labels_match_quantity CHECK (((labels IS NULL) OR (cardinality(labels) = quantity))),
-    CONSTRAINT holds_quantity_positive CHECK ((quantity > 0)),
-    CONSTRAINT holds_status_known CHECK ((status = ANY (ARRAY['held'::text, 'claimed'::text, 'released'::text, 'expired'::text])))
+    labels text[]
 )
 WITH (autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_cost_delay='0');
 
@@ -4574,6 +4650,12 @@ ALTER INDEX stockpool.pool_units_claim_idx ATTACH PARTITION stockpool.pool_units
 ALTER INDEX stockpool.pool_units_claim_idx ATTACH PARTITION stockpool.pool_units_p7_shop_id_item_id_location_id_bucket_unit_id_idx;
 
 --
+-- Name: holds holds_valid; Type: TRIGGER; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE TRIGGER holds_valid AFTER INSERT OR UPDATE OF quantity, status, labels ON stockpool.holds FOR EACH ROW EXECUTE FUNCTION stockpool._hold_valid();
+
+--
 -- Name: movements movements_immutable; Type: TRIGGER; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -4584,6 +4666,12 @@ CREATE TRIGGER movements_immutable BEFORE DELETE OR UPDATE ON stockpool.movement
 --
 
 CREATE TRIGGER movements_no_truncate BEFORE TRUNCATE ON stockpool.movements FOR EACH STATEMENT EXECUTE FUNCTION stockpool._movements_immutable();
+
+--
+-- Name: stock stock_settings_valid; Type: TRIGGER; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE TRIGGER stock_settings_valid AFTER INSERT OR UPDATE OF pool_cap, low_water, buckets, pool_target ON stockpool.stock FOR EACH ROW EXECUTE FUNCTION stockpool._stock_settings_valid();
 
 --
 -- Name: movements movements_stock_fkey; Type: FK CONSTRAINT; Schema: stockpool; Owner: stockpool_owner
@@ -4647,6 +4735,12 @@ REVOKE ALL ON FUNCTION stockpool._expire_key(p_shop_id bigint, p_item_id bigint,
 --
 
 REVOKE ALL ON FUNCTION stockpool._free_labels(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[], p_buckets integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _hold_valid(); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._hold_valid() FROM PUBLIC;
 
 --
 -- Name: FUNCTION _key_lock_id(p_shop_id bigint, p_item_id bigint, p_location_id bigint); Type: ACL; Schema: stockpool; Owner: stockpool_owner
@@ -4731,6 +4825,12 @@ REVOKE ALL ON FUNCTION stockpool._settle_due(p_batch integer) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION stockpool._stock_row(p_shop_id bigint, p_item_id bigint, p_location_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _stock_settings_valid(); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._stock_settings_valid() FROM PUBLIC;
 
 --
 -- Name: FUNCTION _take(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner

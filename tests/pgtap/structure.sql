@@ -4,7 +4,7 @@
 -- the append-only triggers, and every function with its exact signature,
 -- return type and comment.
 BEGIN;
-SELECT plan(147);
+SELECT plan(150);
 
 -- "name type [NOT NULL] [DEFAULT ...] [GENERATED ...]" for each column, in order.
 CREATE FUNCTION pg_temp.columns_of(p_table regclass)
@@ -58,12 +58,8 @@ SELECT set_eq(
     $$VALUES ('stock_pkey', 'PRIMARY KEY (shop_id, item_id, location_id)'),
              ('stock_on_hand_nonnegative', 'CHECK ((on_hand >= 0))'),
              ('stock_allocated_nonnegative', 'CHECK ((allocated >= 0))'),
-             ('stock_allocated_within_on_hand', 'CHECK ((allocated <= on_hand))'),
-             ('stock_pool_cap_positive', 'CHECK ((pool_cap > 0))'),
-             ('stock_low_water_within_cap', 'CHECK (((low_water >= 0) AND (low_water < pool_cap)))'),
-             ('stock_buckets_range', 'CHECK (((buckets >= 1) AND (buckets <= 1024)))'),
-             ('stock_pool_target_nonnegative', 'CHECK ((pool_target >= 0))')$$,
-    'stock has exactly its named constraints, the safety property among them');
+             ('stock_allocated_within_on_hand', 'CHECK ((allocated <= on_hand))')$$,
+    'stock has exactly its named constraints, the safety property among them (its pool settings: the stock_settings_valid trigger)');
 SELECT indexes_are('stockpool', 'stock', ARRAY['stock_pkey', 'stock_pooled_idx'],
     'stock has its primary key and the index of pooled keys');
 SELECT is(
@@ -141,11 +137,8 @@ SELECT col_is_pk('stockpool', 'holds', ARRAY['shop_id', 'checkout_id', 'item_id'
 SELECT set_eq(
     $$SELECT conname::text COLLATE "default", pg_get_constraintdef(oid) FROM pg_catalog.pg_constraint
       WHERE conrelid = 'stockpool.holds'::regclass$$,
-    $$VALUES ('holds_pkey', 'PRIMARY KEY (shop_id, checkout_id, item_id, location_id)'),
-             ('holds_quantity_positive', 'CHECK ((quantity > 0))'),
-             ('holds_status_known', 'CHECK ((status = ANY (ARRAY[''held''::text, ''claimed''::text, ''released''::text, ''expired''::text])))'),
-             ('holds_labels_match_quantity', 'CHECK (((labels IS NULL) OR (cardinality(labels) = quantity)))')$$,
-    'holds has exactly its named constraints');
+    $$VALUES ('holds_pkey', 'PRIMARY KEY (shop_id, checkout_id, item_id, location_id)')$$,
+    'holds has exactly its named constraints (the shape of a row: the holds_valid trigger)');
 SELECT hasnt_fk('stockpool', 'holds', 'holds has no foreign key (it would lock the hot ledger row)');
 SELECT indexes_are('stockpool', 'holds', ARRAY['holds_pkey', 'holds_expiry_idx', 'holds_live_key_idx'],
     'holds has exactly its indexes');
@@ -229,8 +222,32 @@ SELECT results_eq(
     $$VALUES ('movements_immutable', 'BEFORE', 'ROW', false, true, true, false, 'O'),
              ('movements_no_truncate', 'BEFORE', 'STATEMENT', false, false, false, true, 'O')$$,
     'BEFORE UPDATE OR DELETE per row, BEFORE TRUNCATE per statement (no INSERT), both enabled');
-SELECT triggers_are('stockpool', 'stock', ARRAY[]::name[], 'stock has no user triggers');
-SELECT triggers_are('stockpool', 'holds', ARRAY[]::name[], 'holds has no triggers');
+SELECT triggers_are('stockpool', 'stock', ARRAY['stock_settings_valid'], 'stock has exactly its settings trigger');
+SELECT trigger_is('stockpool', 'stock', 'stock_settings_valid', 'stockpool', '_stock_settings_valid',
+    'stock_settings_valid calls stockpool._stock_settings_valid()');
+SELECT triggers_are('stockpool', 'holds', ARRAY['holds_valid'], 'holds has exactly its row-shape trigger');
+SELECT trigger_is('stockpool', 'holds', 'holds_valid', 'stockpool', '_hold_valid',
+    'holds_valid calls stockpool._hold_valid()');
+-- Both run after each row is written, on INSERT and on an UPDATE that sets one of
+-- their columns only (an UPDATE of anything else, such as a reservation's take
+-- from the ledger row, does not run them), and are enabled.
+SELECT results_eq(
+    $$SELECT t.tgname::text COLLATE "default",
+             CASE WHEN t.tgtype::integer & 2 <> 0 THEN 'BEFORE' ELSE 'AFTER' END,
+             CASE WHEN t.tgtype::integer & 1 <> 0 THEN 'ROW' ELSE 'STATEMENT' END,
+             t.tgtype::integer & 4 <> 0, t.tgtype::integer & 8 <> 0, t.tgtype::integer & 16 <> 0,
+             t.tgtype::integer & 32 <> 0, t.tgenabled::text,
+             ARRAY(SELECT a.attname::text COLLATE "default"
+                   FROM pg_catalog.unnest(t.tgattr) WITH ORDINALITY AS k (attnum, n)
+                   JOIN pg_catalog.pg_attribute AS a ON a.attrelid = t.tgrelid AND a.attnum = k.attnum
+                   ORDER BY k.n)
+      FROM pg_catalog.pg_trigger AS t
+      WHERE t.tgrelid IN ('stockpool.stock'::regclass, 'stockpool.holds'::regclass) AND NOT t.tgisinternal
+      ORDER BY t.tgname$$,
+    $$VALUES ('holds_valid', 'AFTER', 'ROW', true, false, true, false, 'O', ARRAY['quantity', 'status', 'labels']),
+             ('stock_settings_valid', 'AFTER', 'ROW', true, false, true, false, 'O',
+              ARRAY['pool_cap', 'low_water', 'buckets', 'pool_target'])$$,
+    'AFTER INSERT OR UPDATE OF their columns per row (no DELETE, no TRUNCATE), both enabled');
 SELECT triggers_are('stockpool', 'pool_units', ARRAY[]::name[], 'pool_units has no triggers');
 
 -- named_units and named_free: the units of named keys (0007).
@@ -293,7 +310,7 @@ SELECT functions_are('stockpool',
           'wait_events', 'set_named_units', 'retire_named_units', 'reserve_named', 'reserve_labels',
           '_free_labels', '_mixed_key', '_take_named',
           '_add_units', '_apply_on_hand', '_cool', '_cool_quiet', '_existing_hold', '_expire_due', '_expire_key', '_key_lock_id', '_lock_checkout',
-          '_movements_immutable', '_null_args', '_pool_level', '_pooled_upto', '_record_hold', '_refill', '_refill_mark',
+          '_movements_immutable', '_stock_settings_valid', '_hold_valid', '_null_args', '_pool_level', '_pooled_upto', '_record_hold', '_refill', '_refill_mark',
           '_return_units', '_settle',
           '_settle_due', '_top_up_low',
           '_stock_row', '_take',
@@ -303,7 +320,7 @@ SELECT functions_are('stockpool',
     'stockpool has exactly its functions');
 SELECT is(
     (SELECT count(*)::integer FROM pg_catalog.pg_proc WHERE pronamespace = 'stockpool'::regnamespace),
-    54, 'no function is overloaded (54 names, 54 functions)');
+    56, 'no function is overloaded (56 names, 56 functions)');
 SELECT results_eq(
     $$SELECT p.proname::text COLLATE "default", pg_get_function_arguments(p.oid), pg_get_function_result(p.oid)
       FROM pg_catalog.pg_proc AS p
