@@ -47,6 +47,13 @@ BASE_SETTINGS: dict[str, str] = {
 }
 
 
+def as_server_user(argv: list[str]) -> list[str]:
+    """``argv`` run as the server's OS user (initdb and postgres refuse root)."""
+    if _as_root():
+        return ["runuser", "-u", SERVER_USER, "--", *argv]
+    return argv
+
+
 def find_bindir() -> Path:
     """The PostgreSQL server bin directory: pg_config, then PATH, then Debian's layout."""
     pg_config = shutil.which("pg_config")
@@ -102,10 +109,7 @@ class Cluster:
         return f"postgresql://{SERVER_USER}@127.0.0.1:{self.port}/{dbname}"
 
     def _cmd(self, tool: str, *args: str) -> list[str]:
-        argv = [str(self.bindir / tool), *args]
-        if _as_root():
-            return ["runuser", "-u", SERVER_USER, "--", *argv]
-        return argv
+        return as_server_user([str(self.bindir / tool), *args])
 
     def _run(self, tool: str, *args: str, timeout: float = 120) -> None:
         # A session of its own: a Ctrl-C at the terminal reaches only us, and
