@@ -8,11 +8,17 @@ statements in that mode (1.21 added them). Clients of a transaction pooler
 must therefore not use named prepared statements: pgbench runs in its simple
 protocol, psycopg sessions with ``prepare_threshold=None``.
 
-The server pool is sized to the machine: ``2 x CPU cores + 4`` server
-connections (with 2 cores: 8). More active server processes than cores only
-queue on the CPU and on the WAL flush, which is what the pooler is there to
-avoid; the clients beyond it wait in the pooler instead (SHOW POOLS:
-``cl_waiting``).
+The server pool is sized to the machine: 8 server connections per CPU core
+(with 2 cores: 16). A reservation spends most of its time waiting for its
+commit's WAL flush (LWLock:WALWrite tops its waits), so the cores stay busy
+only with several transactions per core in flight, and each flush then
+serves them all; beyond that, more server processes only queue on the CPU,
+and the clients beyond the pool wait in the pooler instead (SHOW POOLS:
+``cl_waiting``). On the 2-core machine, stockpool through pgbouncer at 512
+and 1,000 clients against its best direct rate, alternated (docs/commands.md):
+8 connections 0.60-0.65x and 16 0.68-0.73x with every process on both cores,
+8 connections 0.90-0.94x and 16 0.91-1.01x with the server on a core of its
+own; 32 did no better than 16.
 
 Two things a pgbouncer started by a harness must not have: a pipe for its
 stderr that nobody reads (it logs there too, and blocks once the pipe is
@@ -59,8 +65,8 @@ POOLERS = ("none", "pgbouncer")
 
 
 def pool_size(cpus: int | None = None) -> int:
-    """Server connections per database and user: 2 x CPU cores + 4."""
-    return 2 * (cpus or os.cpu_count() or 2) + 4
+    """Server connections per database and user: 8 per CPU core."""
+    return 8 * (cpus or os.cpu_count() or 2)
 
 
 @dataclass(frozen=True)
@@ -156,10 +162,13 @@ def through(dsn: str, port: int) -> str:
 
 
 @contextlib.contextmanager
-def pgbouncer(server_dsn: str, clients: int, socket: bool = True) -> Iterator[Pooler]:
+def pgbouncer(
+    server_dsn: str, clients: int, socket: bool = True, size: int | None = None
+) -> Iterator[Pooler]:
     """Start pgbouncer in front of ``server_dsn`` for ``clients`` clients; stop
     it afterwards. ``socket``: reach a server on this machine through its Unix
-    socket (:func:`server_address`); False keeps the DSN's host and port."""
+    socket (:func:`server_address`); False keeps the DSN's host and port.
+    ``size``: server connections (default :func:`pool_size`)."""
     binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
     if not Path(binary).exists():
         raise StockpoolError("pgbouncer not found", hint="apt-get install pgbouncer (Debian 12: 1.18)")
@@ -169,7 +178,7 @@ def pgbouncer(server_dsn: str, clients: int, socket: bool = True) -> Iterator[Po
     server_host, server_port = server_address(server_dsn, run_as) if socket else dsn_address(server_dsn)
     root = Path(tempfile.mkdtemp(prefix="stockpool-pgbouncer-"))
     port = free_port()
-    size = pool_size()
+    size = size or pool_size()
     # The server may want the DSN's password: pgbouncer sends it from here.
     password = str(info.get("password") or "").replace('"', '""')
     (root / "userlist.txt").write_text(f'"{user}" "{password}"\n')
