@@ -382,6 +382,7 @@ def test_pooled_cells_go_through_a_real_pgbouncer(pg_server: Any, tmp_path: Path
     text = markdown.markdown(result, None)
     assert "## Through PgBouncer" in text and "### The bar behind a pooler" in text
     assert "| clients | direct res/s | x ceiling | through pgbouncer res/s | x best direct |" in text
+    assert "`--placement split` measures the pooler path" in text  # shared cores: the note under the bar
     assert [c.name for c in bars.pooled_bar(result)] == []  # neither 512 nor 1,000 clients ran
 
 

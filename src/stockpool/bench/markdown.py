@@ -470,6 +470,14 @@ def pooled_markdown(run: BenchRun) -> list[str]:
     lines += _md_table(POOLED_HEADER, pooled_rows(run))
     lines += ["", "### The bar behind a pooler", ""]
     lines += _checks_table(pooled_bar(run))
+    if run.config.placement == "shared":
+        lines += [
+            "",
+            "On shared cores the pooled cells' client side (pgbench's connections in the simple protocol, "
+            "and pgbouncer) runs on the server's cores and takes the CPU the direct cells leave to the "
+            "server: `--placement split` measures the pooler path with the server's cores its own "
+            "(docs/commands.md, Through PgBouncer).",
+        ]
     return lines
 
 
