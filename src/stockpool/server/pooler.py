@@ -16,7 +16,7 @@ serves them all; beyond that, more server processes only queue on the CPU,
 and the clients beyond the pool wait in the pooler instead (SHOW POOLS:
 ``cl_waiting``). On the 2-core machine, stockpool through pgbouncer at 512
 and 1,000 clients against its best direct rate, alternated (docs/commands.md):
-8 connections 0.60-0.65x and 16 0.68-0.73x with every process on both cores,
+8 connections 0.59-0.65x and 16 0.65-0.73x with every process on both cores,
 8 connections 0.90-0.94x and 16 0.91-1.01x with the server on a core of its
 own; 32 did no better than 16.
 
