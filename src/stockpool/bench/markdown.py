@@ -455,7 +455,7 @@ def pooled_markdown(run: BenchRun) -> list[str]:
         "## Through PgBouncer",
         "",
         "stockpool.reserve_units through a throwaway pgbouncer (transaction pooling, "
-        f"{run.config.pooler}; server pool of 8 connections per CPU core), beside the direct "
+        f"{run.config.pooler}; server pool of 2 x CPU cores + 4 connections), beside the direct "
         "cells of the same counts. Through the pooler pgbench runs in the simple protocol "
         "(pgbouncer 1.18 keeps no prepared statements in transaction mode), directly in prepared "
         "mode. Best direct: stockpool's highest direct rate of this run"

@@ -209,7 +209,7 @@ def execute(plan: Plan, dsn: str | None) -> tuple[list[RunReport], dict[str, Any
                 clients = pooled.dsn
                 meta["pooler"] = (
                     f"pgbouncer, transaction mode, {pooled.pool_size} server connections "
-                    f"(8 per CPU core) to {pooled.server}; clients, sweeper and replenisher go through it"
+                    f"(2 x CPU cores + 4) to {pooled.server}; clients, sweeper and replenisher go through it"
                 )
             return _run_with_progress(plan, server.dsn, clients, server.server_log), meta
     raise AssertionError("unreachable")
