@@ -27,6 +27,7 @@ from stockpool.install.deploy import deploy
 from stockpool.maintenance.worker import Worker, WorkerOptions
 from stockpool.server import pooler
 from stockpool.server.cluster import SERVER_USER
+from stockpool.server.stats import ServerLog
 from support import scalar
 
 runner = CliRunner()
@@ -97,7 +98,10 @@ def test_deploy_through_the_pooler_refuses_and_writes_nothing(empty_db: str) -> 
 
 
 @pytest.mark.slow
-def test_race_through_pgbouncer_passes_every_check(dsn: str, tmp_path: Path) -> None:
+def test_race_through_pgbouncer_passes_every_check(dsn: str, server_log: ServerLog, tmp_path: Path) -> None:
+    # The race gets only a DSN, so it cannot read the server's log: the test
+    # can, and a failure carries the server's account of any deadlock.
+    mark = server_log.mark()
     out = runner.invoke(
         app,
         [
@@ -114,7 +118,9 @@ def test_race_through_pgbouncer_passes_every_check(dsn: str, tmp_path: Path) -> 
             str(tmp_path),
         ],
     )
-    assert out.exit_code == 0, out.output
+    assert out.exit_code == 0, (
+        out.output + "\nthe server's deadlock reports: " + repr(server_log.deadlocks_since(mark))
+    )
     (report,) = tmp_path.glob("race-*.json")
     data = json.loads(report.read_text())
     assert data["passed"] and data["pooler"].startswith("pgbouncer, transaction mode")
