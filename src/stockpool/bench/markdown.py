@@ -26,6 +26,7 @@ from stockpool.bench.figures import fmt, ratio, times, top_wait
 from stockpool.bench.model import CATALOGUE_PER_KEY, NEAR_SELLOUT, BenchRun, Cell
 from stockpool.checks import Check, verdict
 from stockpool.server import pgbench
+from stockpool.server.pooler import POOL_SIZE_RULE
 
 
 def strategy_rows(run: BenchRun) -> list[list[str]]:
@@ -455,7 +456,7 @@ def pooled_markdown(run: BenchRun) -> list[str]:
         "## Through PgBouncer",
         "",
         "stockpool.reserve_units through a throwaway pgbouncer (transaction pooling, "
-        f"{run.config.pooler}; server pool of 2 x CPU cores + 4 connections), beside the direct "
+        f"{run.config.pooler}; server pool of {POOL_SIZE_RULE} connections), beside the direct "
         "cells of the same counts. Through the pooler pgbench runs in the simple protocol "
         "(pgbouncer 1.18 keeps no prepared statements in transaction mode), directly in prepared "
         "mode. Best direct: stockpool's highest direct rate of this run"

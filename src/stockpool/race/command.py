@@ -28,7 +28,7 @@ from stockpool.race.soak import SoakOptions, soak
 from stockpool.route.layout import throwaway_layout
 from stockpool.server import pgbench, stats
 from stockpool.server.cluster import settings_for_clients
-from stockpool.server.pooler import POOLERS, pgbouncer
+from stockpool.server.pooler import POOL_SIZE_RULE, POOLERS, pgbouncer
 from stockpool.server.target import connect, target
 
 DEFAULT_SCENARIOS = ["sellout", "soak"]
@@ -209,7 +209,7 @@ def execute(plan: Plan, dsn: str | None) -> tuple[list[RunReport], dict[str, Any
                 clients = pooled.dsn
                 meta["pooler"] = (
                     f"pgbouncer, transaction mode, {pooled.pool_size} server connections "
-                    f"(2 x CPU cores + 4) to {pooled.server}; clients, sweeper and replenisher go through it"
+                    f"({POOL_SIZE_RULE}) to {pooled.server}; clients, sweeper and replenisher go through it"
                 )
             return _run_with_progress(plan, server.dsn, clients, server.server_log), meta
     raise AssertionError("unreachable")

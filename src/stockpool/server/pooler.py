@@ -16,8 +16,8 @@ flush: on the 2-core machine, through pgbouncer at 512 and 1,000 clients
 against stockpool's best direct rate, alternated (docs/commands.md), 8
 connections did 0.59-0.65x and 16 0.65-0.73x with every process on both
 cores, 0.90-0.94x and 0.91-1.01x with the server on a core of its own. 16 is
-not the default yet: with it, the race through pgbouncer counted a deadlock
-in one CI run of three (docs/commands.md), which is to be understood first.
+not the default: with it, the race through pgbouncer counted a deadlock in
+one CI run of three, not seen again since (docs/operations.md, Pool size).
 
 Two things a pgbouncer started by a harness must not have: a pipe for its
 stderr that nobody reads (it logs there too, and blocks once the pipe is
@@ -61,10 +61,12 @@ from stockpool.server.cluster import SERVER_USER, free_port, wait_ready
 from stockpool.server.sampler import Periodic
 
 POOLERS = ("none", "pgbouncer")
+# pool_size's rule in words, for the reports that name it.
+POOL_SIZE_RULE = "2 x CPU cores + 4"
 
 
 def pool_size(cpus: int | None = None) -> int:
-    """Server connections per database and user: 2 x CPU cores + 4."""
+    """Server connections per database and user: POOL_SIZE_RULE."""
     return 2 * (cpus or os.cpu_count() or 2) + 4
 
 
