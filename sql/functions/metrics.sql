@@ -4,9 +4,10 @@
 -- pending_claims, check_invariants) and PostgreSQL's statistics (the pool
 -- leaves' dead tuples and vacuums, the tables' xid age, pg_stat_activity of
 -- this database). Counters are PostgreSQL's own call counts of the
--- _tally_* functions (pg_stat_user_functions, kept when track_functions is
--- 'pl' or 'all'), plus this transaction's calls not flushed yet: nothing on
--- an API path writes a counter. A counter only goes down when an operator
+-- _tally_* functions, and of reserve_units for reservations_total
+-- (pg_stat_user_functions, kept when track_functions is 'pl' or 'all'),
+-- plus this transaction's calls not flushed yet: nothing on an API path
+-- writes a counter. A counter only goes down when an operator
 -- resets the statistics (pg_stat_reset), which Prometheus takes as a reset.
 -- Sessions are read as the owner role, which the deployer makes a member of
 -- pg_read_all_stats; without it other roles' sessions show state 'unknown'
@@ -62,16 +63,25 @@ AS $function$
         FROM stockpool.pending_claims AS c
     ),
 
+    -- A counter is the calls of its functions (minus those of any in
+    -- less): reservations_total is the other reserving functions' new holds
+    -- (_tally_reservation) plus reserve_units' calls that returned, minus
+    -- those that recorded no new hold (see _tally_no_new_hold).
     counters AS (
-        SELECT c.ord, c.metric, c.fn::oid AS fn
+        SELECT c.ord, c.metric, c.fns, c.less
         FROM (
-            VALUES (14, 'reservations_total', 'stockpool._tally_reservation()'::regprocedure),
-                   (15, 'refusals_total', 'stockpool._tally_refusal()'::regprocedure),
-                   (16, 'claims_total', 'stockpool._tally_claim()'::regprocedure),
-                   (17, 'releases_total', 'stockpool._tally_release()'::regprocedure),
-                   (18, 'expiries_total', 'stockpool._tally_expiry()'::regprocedure),
-                   (19, 'refills_total', 'stockpool._tally_refill()'::regprocedure)
-        ) AS c (ord, metric, fn)
+            VALUES (14, 'reservations_total',
+                    ARRAY['stockpool._tally_reservation()'::regprocedure,
+                          -- looked up when read: the deployer creates metrics first
+                          pg_catalog.to_regprocedure(
+                              'stockpool.reserve_units(bigint, bigint, bigint, integer, uuid, interval)')],
+                    ARRAY['stockpool._tally_no_new_hold()'::regprocedure]),
+                   (15, 'refusals_total', ARRAY['stockpool._tally_refusal()'::regprocedure], '{}'),
+                   (16, 'claims_total', ARRAY['stockpool._tally_claim()'::regprocedure], '{}'),
+                   (17, 'releases_total', ARRAY['stockpool._tally_release()'::regprocedure], '{}'),
+                   (18, 'expiries_total', ARRAY['stockpool._tally_expiry()'::regprocedure], '{}'),
+                   (19, 'refills_total', ARRAY['stockpool._tally_refill()'::regprocedure], '{}')
+        ) AS c (ord, metric, fns, less)
     ),
 
     tables AS (
@@ -127,8 +137,10 @@ AS $function$
             ) AS g (ord, metric, value)
         UNION ALL
         SELECT c.ord, c.metric, 'counter', '', '', '',
-               (coalesce(pg_catalog.pg_stat_get_function_calls(c.fn), 0)
-                + coalesce(pg_catalog.pg_stat_get_xact_function_calls(c.fn), 0))::double precision
+               (SELECT pg_catalog.sum(CASE WHEN f.fn = ANY (c.less) THEN -1 ELSE 1 END
+                                      * (coalesce(pg_catalog.pg_stat_get_function_calls(f.fn), 0)
+                                         + coalesce(pg_catalog.pg_stat_get_xact_function_calls(f.fn), 0)))
+                FROM pg_catalog.unnest(c.fns || c.less) AS f (fn))::double precision
         FROM counters AS c
         UNION ALL
         SELECT 20, 'track_functions_enabled', 'gauge', '', '', '',
@@ -176,5 +188,6 @@ $function$;
 COMMENT ON FUNCTION stockpool.metrics() IS
 'stockpool''s figures for an exporter, one row each: (metric, kind, relation, application_name, state, value); '
 'kind gauge or counter, '''' for a label a figure lacks. docs/metrics.md lists them. Counters are '
-'PostgreSQL''s call counts of stockpool''s _tally_* functions and need track_functions = pl (track_functions_enabled). '
+'PostgreSQL''s call counts of stockpool''s _tally_* functions (and reserve_units'') and need track_functions = pl '
+'(track_functions_enabled). '
 'Reads only, takes no lock an API call waits for. SQLSTATEs: none of its own.';

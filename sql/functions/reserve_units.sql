@@ -2,21 +2,37 @@
 -- nothing, for p_ttl.
 -- Returns true when held (or already held by this checkout: a retry is a
 -- no-op), false when on hand minus live holds is less than the request.
--- Locks: the checkout lock, then the checkout's new hold row (inserted
--- first; inserting it doubles as the idempotency check), then the key's
--- ledger row if it is free (SKIP LOCKED: the units come straight from it,
--- like a counter's), else pool rows FOR UPDATE SKIP LOCKED (never waiting on
--- other buyers); when the pool runs short, the key's refill lock and ledger
--- row; near sellout, a wait for units
--- locked by in-flight transactions and for expired holds being swept or ended
--- by their owner (see _take_lines). A single unit is taken in one statement
--- with a cached plan and without a subtransaction. The pool is topped up
--- after a successful take when it looks thin (sampled, try-lock only: nobody
--- queues on a low-water refill). A refused request deletes the hold row it
--- inserted, so it leaves nothing behind.
--- Counted (stockpool.metrics()): a new hold by _tally_reservation, a refusal
--- by _tally_refusal, a low-water refill that moved units by _tally_refill;
--- a retry is not counted.
+-- Two paths, one answer:
+-- - The counter's path, for a key nobody contends: the units come straight
+--   from the key's ledger row when it is free (SKIP LOCKED), has them and
+--   has no pool, and the hold row goes in: what a counter with a hold does,
+--   in two statements. They run in a subtransaction, and anything else (the
+--   row busy or short, a pool, a named or unknown key, a hold row already
+--   there: unique_violation) rolls it back, with any row lock the try took
+--   (see _take_ledger); the careful path then answers. A key this session
+--   has seen pooled skips the try (the session's note, _pooled_note): its
+--   buyers would otherwise pay it on every call before the careful path.
+-- - The careful path: the key's row is read; the checkout's hold row is
+--   inserted first (inserting it doubles as the idempotency check); then
+--   the ledger row if it is free (SKIP LOCKED, in a subtransaction), else
+--   pool rows FOR UPDATE SKIP LOCKED (never waiting on other buyers); when
+--   the pool runs short, the key's refill lock and ledger row; near
+--   sellout, a wait for units locked by in-flight transactions and for
+--   expired holds being swept or ended by their owner (see _take_lines). A
+--   single pool unit is taken in one statement with a cached plan and
+--   without a subtransaction. The pool is topped up after a successful take
+--   when it looks thin (sampled, try-lock only: nobody queues on a low-water
+--   refill). A refused request deletes the hold row it inserted, so it
+--   leaves nothing behind.
+-- Locks: the checkout lock first, on both paths; the counter's path then
+-- takes the ledger row SKIP LOCKED and inserts the hold row, and neither
+-- waits (the checkout lock serialises the writes of a checkout's hold rows).
+-- Counted (stockpool.metrics()): a call that returns counts as a new hold
+-- (PostgreSQL's count of this function's calls) unless it calls
+-- _tally_no_new_hold, which a refusal and a retry do; a refusal is also
+-- counted by _tally_refusal, a low-water refill that moved units by
+-- _tally_refill. The counter's path calls no tally function: it costs a
+-- reservation as much as a statement.
 -- Raises 22004 (NULL argument), 22023 (quantity <= 0, ttl <= 0),
 -- SP001 (unknown key), SP007 (checkout holds a different quantity), SP010
 -- (a named key: reserve_named).
@@ -38,23 +54,70 @@ DECLARE
     -- Low-water looks per mark's worth of reservations (see below).
     c_looks constant integer := 24;
     v_stock stockpool.stock;
+    -- Whether this key is in the session's note of pooled keys.
+    v_noted boolean;
 BEGIN
-    IF p_shop_id IS NULL OR p_item_id IS NULL OR p_location_id IS NULL
-        OR p_quantity IS NULL OR p_checkout_id IS NULL OR p_ttl IS NULL THEN
-        RAISE EXCEPTION 'stockpool.reserve_units: % must not be NULL',
-            stockpool._null_args(
-                ARRAY['p_shop_id', 'p_item_id', 'p_location_id', 'p_quantity', 'p_checkout_id', 'p_ttl'],
-                ARRAY[p_shop_id IS NULL, p_item_id IS NULL, p_location_id IS NULL,
-                      p_quantity IS NULL, p_checkout_id IS NULL, p_ttl IS NULL])
-            USING ERRCODE = '22004';
+    IF p_shop_id IS NULL OR p_item_id IS NULL OR p_location_id IS NULL OR p_quantity IS NULL
+        OR p_checkout_id IS NULL OR p_ttl IS NULL OR p_quantity <= 0 OR p_ttl <= interval '0' THEN
+        IF p_shop_id IS NULL OR p_item_id IS NULL OR p_location_id IS NULL
+            OR p_quantity IS NULL OR p_checkout_id IS NULL OR p_ttl IS NULL THEN
+            RAISE EXCEPTION 'stockpool.reserve_units: % must not be NULL',
+                stockpool._null_args(
+                    ARRAY['p_shop_id', 'p_item_id', 'p_location_id', 'p_quantity', 'p_checkout_id', 'p_ttl'],
+                    ARRAY[p_shop_id IS NULL, p_item_id IS NULL, p_location_id IS NULL,
+                          p_quantity IS NULL, p_checkout_id IS NULL, p_ttl IS NULL])
+                USING ERRCODE = '22004';
+        END IF;
+        IF p_quantity <= 0 THEN
+            RAISE EXCEPTION 'stockpool.reserve_units: p_quantity must be positive, got %', p_quantity
+                USING ERRCODE = '22023';
+        END IF;
+        IF p_ttl <= interval '0' THEN
+            RAISE EXCEPTION 'stockpool.reserve_units: p_ttl must be positive, got %', p_ttl
+                USING ERRCODE = '22023';
+        END IF;
     END IF;
-    IF p_quantity <= 0 THEN
-        RAISE EXCEPTION 'stockpool.reserve_units: p_quantity must be positive, got %', p_quantity
-            USING ERRCODE = '22023';
-    END IF;
-    IF p_ttl <= interval '0' THEN
-        RAISE EXCEPTION 'stockpool.reserve_units: p_ttl must be positive, got %', p_ttl
-            USING ERRCODE = '22023';
+
+    PERFORM stockpool._lock_checkout(p_shop_id, p_checkout_id);
+
+    -- The counter's path (see above). The hold row goes in without ON
+    -- CONFLICT: a row already there (a retry) raises unique_violation, which
+    -- rolls the try back like any other miss; ON CONFLICT's speculative
+    -- insert would cost every call a WAL record and an index look more.
+    -- The ledger row is found by its key in the statement that locks it, and
+    -- updated by its ctid: the key's columns are not compared twice.
+    IF pg_catalog.strpos(coalesce(pg_catalog.current_setting('stockpool.pooled_keys', true), ''),
+                         pg_catalog.format(',%s/%s/%s,', p_shop_id, p_item_id, p_location_id)) = 0 THEN
+        BEGIN
+            UPDATE stockpool.stock AS s
+            SET allocated = s.allocated + p_quantity
+            WHERE s.ctid = (
+                    SELECT l.ctid
+                    FROM stockpool.stock AS l
+                    WHERE l.shop_id = p_shop_id
+                        AND l.item_id = p_item_id
+                        AND l.location_id = p_location_id
+                        AND l.on_hand - l.allocated >= p_quantity
+                        AND l.pool_target = 0
+                        AND NOT l.named
+                    FOR NO KEY UPDATE SKIP LOCKED
+                );
+            IF FOUND THEN
+                INSERT INTO stockpool.holds
+                    (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at, created_at)
+                VALUES
+                    (p_shop_id, p_checkout_id, p_item_id, p_location_id, p_quantity, 'held',
+                     pg_catalog.now() + p_ttl, pg_catalog.clock_timestamp());
+                RETURN true;
+            END IF;
+            RAISE EXCEPTION USING ERRCODE = 'SPX03';
+        EXCEPTION
+            WHEN SQLSTATE 'SPX03' OR unique_violation THEN
+                NULL;
+        END;
+        v_noted := false;
+    ELSE
+        v_noted := true;
     END IF;
 
     -- _stock_row inlined: a PL/pgSQL call costs about as much as the read.
@@ -70,7 +133,9 @@ BEGIN
         PERFORM stockpool._mixed_key(p_shop_id, p_item_id, p_location_id, true);
     END IF;
 
-    PERFORM stockpool._lock_checkout(p_shop_id, p_checkout_id);
+    IF (v_stock.pool_target > 0) <> v_noted THEN
+        PERFORM stockpool._pooled_note(p_shop_id, p_item_id, p_location_id, v_stock.pool_target > 0);
+    END IF;
 
     IF p_quantity > v_stock.on_hand THEN
         -- No new hold can be that big: only a retry of an old one succeeds.
@@ -78,9 +143,11 @@ BEGIN
         -- never below the true figure: this only answers what it must.)
         IF stockpool._existing_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
                                     p_quantity, p_ttl) THEN
+            PERFORM stockpool._tally_no_new_hold();
             RETURN true;
         END IF;
         PERFORM stockpool._tally_refusal();
+        PERFORM stockpool._tally_no_new_hold();
         RETURN false;
     END IF;
 
@@ -91,16 +158,17 @@ BEGIN
                                   p_quantity, p_ttl, p_reopen => false) THEN
         IF stockpool._existing_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
                                     p_quantity, p_ttl) THEN
+            PERFORM stockpool._tally_no_new_hold();
             RETURN true;
         END IF;
         IF NOT stockpool._take_lines(p_shop_id, ARRAY[p_item_id], ARRAY[p_location_id],
                                      ARRAY[p_quantity], ARRAY[v_stock.buckets]) THEN
             PERFORM stockpool._tally_refusal();
+            PERFORM stockpool._tally_no_new_hold();
             RETURN false;
         END IF;
         PERFORM stockpool._record_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
                                        p_quantity, p_ttl, p_reopen => true);
-        PERFORM stockpool._tally_reservation();
         RETURN true;
     END IF;
 
@@ -113,7 +181,6 @@ BEGIN
     IF v_stock.pool_target = 0 AND v_stock.on_hand - v_stock.allocated >= p_quantity THEN
         BEGIN
             IF stockpool._take_ledger(p_shop_id, p_item_id, p_location_id, p_quantity) THEN
-                PERFORM stockpool._tally_reservation();
                 RETURN true;
             END IF;
             RAISE EXCEPTION USING ERRCODE = 'SPX03';
@@ -144,13 +211,11 @@ BEGIN
                 PERFORM stockpool._tally_refill();
             END IF;
         END IF;
-        PERFORM stockpool._tally_reservation();
         RETURN true;
     END IF;
 
     IF stockpool._take_lines(p_shop_id, ARRAY[p_item_id], ARRAY[p_location_id],
                              ARRAY[p_quantity], ARRAY[v_stock.buckets]) THEN
-        PERFORM stockpool._tally_reservation();
         RETURN true;
     END IF;
 
@@ -161,6 +226,7 @@ BEGIN
         AND h.item_id = p_item_id
         AND h.location_id = p_location_id;
     PERFORM stockpool._tally_refusal();
+    PERFORM stockpool._tally_no_new_hold();
     RETURN false;
 END;
 $function$;

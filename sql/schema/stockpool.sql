@@ -532,6 +532,12 @@ CREATE FUNCTION stockpool._hold_valid() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
+    -- One test for a valid row, the detail only for a bad one: PL/pgSQL
+    -- prepares each expression once per transaction.
+    IF NEW.quantity > 0 AND NEW.status IN ('held', 'claimed', 'released', 'expired')
+        AND (NEW.labels IS NULL OR pg_catalog.cardinality(NEW.labels) = NEW.quantity) THEN
+        RETURN NEW;
+    END IF;
     IF NEW.quantity <= 0 THEN
         RAISE EXCEPTION 'new row for relation "holds" violates check constraint "holds_quantity_positive"'
             USING ERRCODE = '23514', SCHEMA = 'stockpool', TABLE = 'holds',
@@ -551,7 +557,9 @@ BEGIN
                   DETAIL = pg_catalog.format('%s labels for quantity %s', pg_catalog.cardinality(NEW.labels),
                                              NEW.quantity);
     END IF;
-    RETURN NULL;
+    -- None broken: a NULL where the table has NOT NULL (before this runs,
+    -- PostgreSQL has not checked it yet), which the table then refuses.
+    RETURN NEW;
 END;
 $$;
 
@@ -561,7 +569,7 @@ ALTER FUNCTION stockpool._hold_valid() OWNER TO stockpool_owner;
 -- Name: FUNCTION _hold_valid(); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON FUNCTION stockpool._hold_valid() IS 'Internal: trigger function of stockpool.holds; refuses a quantity that is not positive, an unknown status and labels not as many as the quantity (23514, naming the rule).';
+COMMENT ON FUNCTION stockpool._hold_valid() IS 'Internal: BEFORE trigger function of stockpool.holds; refuses a quantity that is not positive, an unknown status and labels not as many as the quantity (23514, naming the rule).';
 
 --
 -- Name: _key_lock_id(bigint, bigint, bigint); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -695,6 +703,42 @@ ALTER FUNCTION stockpool._pool_level(p_pool_target integer) OWNER TO stockpool_o
 --
 
 COMMENT ON FUNCTION stockpool._pool_level(p_pool_target integer) IS 'Internal: the level of a pool of this pool_target: never below 16, the first pool a key gets.';
+
+--
+-- Name: _pooled_note(bigint, bigint, bigint, boolean); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._pooled_note(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_pooled boolean) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    -- Keys kept: a session serves a few hot keys at a time.
+    c_keys constant integer := 16;
+    v_key text := pg_catalog.format('%s/%s/%s', p_shop_id, p_item_id, p_location_id);
+    v_note text := coalesce(pg_catalog.current_setting('stockpool.pooled_keys', true), '');
+    v_keys text[] := pg_catalog.string_to_array(pg_catalog.btrim(v_note, ','), ',');
+BEGIN
+    v_keys := pg_catalog.array_remove(v_keys, v_key);
+    IF p_pooled THEN
+        v_keys := (v_key || v_keys)[1:c_keys];
+    END IF;
+    PERFORM pg_catalog.set_config(
+        'stockpool.pooled_keys',
+        CASE WHEN pg_catalog.cardinality(v_keys) > 0
+            THEN ',' || pg_catalog.array_to_string(v_keys, ',') || ','
+            ELSE ''
+        END,
+        false);
+END;
+$$;
+
+ALTER FUNCTION stockpool._pooled_note(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_pooled boolean) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _pooled_note(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_pooled boolean); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._pooled_note(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_pooled boolean) IS 'Internal: put a key seen pooled at the front of the session''s note (stockpool.pooled_keys), or take out one seen on its ledger.';
 
 --
 -- Name: _pooled_upto(bigint, bigint, bigint, integer, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -1128,9 +1172,7 @@ CREATE TABLE stockpool.stock (
     pool_target integer DEFAULT 0 NOT NULL,
     refilled_at timestamp with time zone,
     named boolean DEFAULT false NOT NULL,
-    CONSTRAINT stock_allocated_nonnegative CHECK ((allocated >= 0)),
-    CONSTRAINT stock_allocated_within_on_hand CHECK ((allocated <= on_hand)),
-    CONSTRAINT stock_on_hand_nonnegative CHECK ((on_hand >= 0))
+    CONSTRAINT stock_allocated_within_on_hand CHECK (((allocated >= 0) AND (allocated <= on_hand)))
 );
 
 ALTER TABLE stockpool.stock OWNER TO stockpool_owner;
@@ -2012,6 +2054,26 @@ ALTER FUNCTION stockpool._tally_expiry() OWNER TO stockpool_owner;
 COMMENT ON FUNCTION stockpool._tally_expiry() IS 'Internal: does nothing; its calls in pg_stat_user_functions are stockpool.metrics()''s expiries_total.';
 
 --
+-- Name: _tally_no_new_hold(); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._tally_no_new_hold() RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    NULL;
+END;
+$$;
+
+ALTER FUNCTION stockpool._tally_no_new_hold() OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _tally_no_new_hold(); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._tally_no_new_hold() IS 'Internal: does nothing; its calls in pg_stat_user_functions are subtracted from reserve_units'' calls for stockpool.metrics()''s reservations_total.';
+
+--
 -- Name: _tally_refill(); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -2793,16 +2855,25 @@ CREATE FUNCTION stockpool.metrics() RETURNS TABLE(metric text, kind text, relati
         FROM stockpool.pending_claims AS c
     ),
 
+    -- A counter is the calls of its functions (minus those of any in
+    -- less): reservations_total is the other reserving functions' new holds
+    -- (_tally_reservation) plus reserve_units' calls that returned, minus
+    -- those that recorded no new hold (see _tally_no_new_hold).
     counters AS (
-        SELECT c.ord, c.metric, c.fn::oid AS fn
+        SELECT c.ord, c.metric, c.fns, c.less
         FROM (
-            VALUES (14, 'reservations_total', 'stockpool._tally_reservation()'::regprocedure),
-                   (15, 'refusals_total', 'stockpool._tally_refusal()'::regprocedure),
-                   (16, 'claims_total', 'stockpool._tally_claim()'::regprocedure),
-                   (17, 'releases_total', 'stockpool._tally_release()'::regprocedure),
-                   (18, 'expiries_total', 'stockpool._tally_expiry()'::regprocedure),
-                   (19, 'refills_total', 'stockpool._tally_refill()'::regprocedure)
-        ) AS c (ord, metric, fn)
+            VALUES (14, 'reservations_total',
+                    ARRAY['stockpool._tally_reservation()'::regprocedure,
+                          -- looked up when read: the deployer creates metrics first
+                          pg_catalog.to_regprocedure(
+                              'stockpool.reserve_units(bigint, bigint, bigint, integer, uuid, interval)')],
+                    ARRAY['stockpool._tally_no_new_hold()'::regprocedure]),
+                   (15, 'refusals_total', ARRAY['stockpool._tally_refusal()'::regprocedure], '{}'),
+                   (16, 'claims_total', ARRAY['stockpool._tally_claim()'::regprocedure], '{}'),
+                   (17, 'releases_total', ARRAY['stockpool._tally_release()'::regprocedure], '{}'),
+                   (18, 'expiries_total', ARRAY['stockpool._tally_expiry()'::regprocedure], '{}'),
+                   (19, 'refills_total', ARRAY['stockpool._tally_refill()'::regprocedure], '{}')
+        ) AS c (ord, metric, fns, less)
     ),
 
     tables AS (
@@ -2858,8 +2929,10 @@ CREATE FUNCTION stockpool.metrics() RETURNS TABLE(metric text, kind text, relati
             ) AS g (ord, metric, value)
         UNION ALL
         SELECT c.ord, c.metric, 'counter', '', '', '',
-               (coalesce(pg_catalog.pg_stat_get_function_calls(c.fn), 0)
-                + coalesce(pg_catalog.pg_stat_get_xact_function_calls(c.fn), 0))::double precision
+               (SELECT pg_catalog.sum(CASE WHEN f.fn = ANY (c.less) THEN -1 ELSE 1 END
+                                      * (coalesce(pg_catalog.pg_stat_get_function_calls(f.fn), 0)
+                                         + coalesce(pg_catalog.pg_stat_get_xact_function_calls(f.fn), 0)))
+                FROM pg_catalog.unnest(c.fns || c.less) AS f (fn))::double precision
         FROM counters AS c
         UNION ALL
         SELECT 20, 'track_functions_enabled', 'gauge', '', '', '',
@@ -2910,7 +2983,7 @@ ALTER FUNCTION stockpool.metrics() OWNER TO stockpool_owner;
 -- Name: FUNCTION metrics(); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON FUNCTION stockpool.metrics() IS 'stockpool''s figures for an exporter, one row each: (metric, kind, relation, application_name, state, value); kind gauge or counter, '''' for a label a figure lacks. docs/metrics.md lists them. Counters are PostgreSQL''s call counts of stockpool''s _tally_* functions and need track_functions = pl (track_functions_enabled). Reads only, takes no lock an API call waits for. SQLSTATEs: none of its own.';
+COMMENT ON FUNCTION stockpool.metrics() IS 'stockpool''s figures for an exporter, one row each: (metric, kind, relation, application_name, state, value); kind gauge or counter, '''' for a label a figure lacks. docs/metrics.md lists them. Counters are PostgreSQL''s call counts of stockpool''s _tally_* functions (and reserve_units'') and need track_functions = pl (track_functions_enabled). Reads only, takes no lock an API call waits for. SQLSTATEs: none of its own.';
 
 --
 -- Name: release(bigint, uuid); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -3477,23 +3550,70 @@ DECLARE
     -- Low-water looks per mark's worth of reservations (see below).
     c_looks constant integer := 24;
     v_stock stockpool.stock;
+    -- Whether this key is in the session's note of pooled keys.
+    v_noted boolean;
 BEGIN
-    IF p_shop_id IS NULL OR p_item_id IS NULL OR p_location_id IS NULL
-        OR p_quantity IS NULL OR p_checkout_id IS NULL OR p_ttl IS NULL THEN
-        RAISE EXCEPTION 'stockpool.reserve_units: % must not be NULL',
-            stockpool._null_args(
-                ARRAY['p_shop_id', 'p_item_id', 'p_location_id', 'p_quantity', 'p_checkout_id', 'p_ttl'],
-                ARRAY[p_shop_id IS NULL, p_item_id IS NULL, p_location_id IS NULL,
-                      p_quantity IS NULL, p_checkout_id IS NULL, p_ttl IS NULL])
-            USING ERRCODE = '22004';
+    IF p_shop_id IS NULL OR p_item_id IS NULL OR p_location_id IS NULL OR p_quantity IS NULL
+        OR p_checkout_id IS NULL OR p_ttl IS NULL OR p_quantity <= 0 OR p_ttl <= interval '0' THEN
+        IF p_shop_id IS NULL OR p_item_id IS NULL OR p_location_id IS NULL
+            OR p_quantity IS NULL OR p_checkout_id IS NULL OR p_ttl IS NULL THEN
+            RAISE EXCEPTION 'stockpool.reserve_units: % must not be NULL',
+                stockpool._null_args(
+                    ARRAY['p_shop_id', 'p_item_id', 'p_location_id', 'p_quantity', 'p_checkout_id', 'p_ttl'],
+                    ARRAY[p_shop_id IS NULL, p_item_id IS NULL, p_location_id IS NULL,
+                          p_quantity IS NULL, p_checkout_id IS NULL, p_ttl IS NULL])
+                USING ERRCODE = '22004';
+        END IF;
+        IF p_quantity <= 0 THEN
+            RAISE EXCEPTION 'stockpool.reserve_units: p_quantity must be positive, got %', p_quantity
+                USING ERRCODE = '22023';
+        END IF;
+        IF p_ttl <= interval '0' THEN
+            RAISE EXCEPTION 'stockpool.reserve_units: p_ttl must be positive, got %', p_ttl
+                USING ERRCODE = '22023';
+        END IF;
     END IF;
-    IF p_quantity <= 0 THEN
-        RAISE EXCEPTION 'stockpool.reserve_units: p_quantity must be positive, got %', p_quantity
-            USING ERRCODE = '22023';
-    END IF;
-    IF p_ttl <= interval '0' THEN
-        RAISE EXCEPTION 'stockpool.reserve_units: p_ttl must be positive, got %', p_ttl
-            USING ERRCODE = '22023';
+
+    PERFORM stockpool._lock_checkout(p_shop_id, p_checkout_id);
+
+    -- The counter's path (see above). The hold row goes in without ON
+    -- CONFLICT: a row already there (a retry) raises unique_violation, which
+    -- rolls the try back like any other miss; ON CONFLICT's speculative
+    -- insert would cost every call a WAL record and an index look more.
+    -- The ledger row is found by its key in the statement that locks it, and
+    -- updated by its ctid: the key's columns are not compared twice.
+    IF pg_catalog.strpos(coalesce(pg_catalog.current_setting('stockpool.pooled_keys', true), ''),
+                         pg_catalog.format(',%s/%s/%s,', p_shop_id, p_item_id, p_location_id)) = 0 THEN
+        BEGIN
+            UPDATE stockpool.stock AS s
+            SET allocated = s.allocated + p_quantity
+            WHERE s.ctid = (
+                    SELECT l.ctid
+                    FROM stockpool.stock AS l
+                    WHERE l.shop_id = p_shop_id
+                        AND l.item_id = p_item_id
+                        AND l.location_id = p_location_id
+                        AND l.on_hand - l.allocated >= p_quantity
+                        AND l.pool_target = 0
+                        AND NOT l.named
+                    FOR NO KEY UPDATE SKIP LOCKED
+                );
+            IF FOUND THEN
+                INSERT INTO stockpool.holds
+                    (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at, created_at)
+                VALUES
+                    (p_shop_id, p_checkout_id, p_item_id, p_location_id, p_quantity, 'held',
+                     pg_catalog.now() + p_ttl, pg_catalog.clock_timestamp());
+                RETURN true;
+            END IF;
+            RAISE EXCEPTION USING ERRCODE = 'SPX03';
+        EXCEPTION
+            WHEN SQLSTATE 'SPX03' OR unique_violation THEN
+                NULL;
+        END;
+        v_noted := false;
+    ELSE
+        v_noted := true;
     END IF;
 
     -- _stock_row inlined: a PL/pgSQL call costs about as much as the read.
@@ -3509,7 +3629,9 @@ BEGIN
         PERFORM stockpool._mixed_key(p_shop_id, p_item_id, p_location_id, true);
     END IF;
 
-    PERFORM stockpool._lock_checkout(p_shop_id, p_checkout_id);
+    IF (v_stock.pool_target > 0) <> v_noted THEN
+        PERFORM stockpool._pooled_note(p_shop_id, p_item_id, p_location_id, v_stock.pool_target > 0);
+    END IF;
 
     IF p_quantity > v_stock.on_hand THEN
         -- No new hold can be that big: only a retry of an old one succeeds.
@@ -3517,9 +3639,11 @@ BEGIN
         -- never below the true figure: this only answers what it must.)
         IF stockpool._existing_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
                                     p_quantity, p_ttl) THEN
+            PERFORM stockpool._tally_no_new_hold();
             RETURN true;
         END IF;
         PERFORM stockpool._tally_refusal();
+        PERFORM stockpool._tally_no_new_hold();
         RETURN false;
     END IF;
 
@@ -3530,16 +3654,17 @@ BEGIN
                                   p_quantity, p_ttl, p_reopen => false) THEN
         IF stockpool._existing_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
                                     p_quantity, p_ttl) THEN
+            PERFORM stockpool._tally_no_new_hold();
             RETURN true;
         END IF;
         IF NOT stockpool._take_lines(p_shop_id, ARRAY[p_item_id], ARRAY[p_location_id],
                                      ARRAY[p_quantity], ARRAY[v_stock.buckets]) THEN
             PERFORM stockpool._tally_refusal();
+            PERFORM stockpool._tally_no_new_hold();
             RETURN false;
         END IF;
         PERFORM stockpool._record_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
                                        p_quantity, p_ttl, p_reopen => true);
-        PERFORM stockpool._tally_reservation();
         RETURN true;
     END IF;
 
@@ -3552,7 +3677,6 @@ BEGIN
     IF v_stock.pool_target = 0 AND v_stock.on_hand - v_stock.allocated >= p_quantity THEN
         BEGIN
             IF stockpool._take_ledger(p_shop_id, p_item_id, p_location_id, p_quantity) THEN
-                PERFORM stockpool._tally_reservation();
                 RETURN true;
             END IF;
             RAISE EXCEPTION USING ERRCODE = 'SPX03';
@@ -3583,13 +3707,11 @@ BEGIN
                 PERFORM stockpool._tally_refill();
             END IF;
         END IF;
-        PERFORM stockpool._tally_reservation();
         RETURN true;
     END IF;
 
     IF stockpool._take_lines(p_shop_id, ARRAY[p_item_id], ARRAY[p_location_id],
                              ARRAY[p_quantity], ARRAY[v_stock.buckets]) THEN
-        PERFORM stockpool._tally_reservation();
         RETURN true;
     END IF;
 
@@ -3600,6 +3722,7 @@ BEGIN
         AND h.item_id = p_item_id
         AND h.location_id = p_location_id;
     PERFORM stockpool._tally_refusal();
+    PERFORM stockpool._tally_no_new_hold();
     RETURN false;
 END;
 $$;
@@ -4653,7 +4776,7 @@ ALTER INDEX stockpool.pool_units_claim_idx ATTACH PARTITION stockpool.pool_units
 -- Name: holds holds_valid; Type: TRIGGER; Schema: stockpool; Owner: stockpool_owner
 --
 
-CREATE TRIGGER holds_valid AFTER INSERT OR UPDATE OF quantity, status, labels ON stockpool.holds FOR EACH ROW EXECUTE FUNCTION stockpool._hold_valid();
+CREATE TRIGGER holds_valid BEFORE INSERT OR UPDATE OF quantity, status, labels ON stockpool.holds FOR EACH ROW EXECUTE FUNCTION stockpool._hold_valid();
 
 --
 -- Name: movements movements_immutable; Type: TRIGGER; Schema: stockpool; Owner: stockpool_owner
@@ -4779,6 +4902,12 @@ REVOKE ALL ON FUNCTION stockpool._null_args(p_names text[], p_is_null boolean[])
 REVOKE ALL ON FUNCTION stockpool._pool_level(p_pool_target integer) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _pooled_note(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_pooled boolean); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._pooled_note(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_pooled boolean) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _pooled_upto(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_mark integer, p_buckets integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -4873,6 +5002,12 @@ REVOKE ALL ON FUNCTION stockpool._tally_claim() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION stockpool._tally_expiry() FROM PUBLIC;
+
+--
+-- Name: FUNCTION _tally_no_new_hold(); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._tally_no_new_hold() FROM PUBLIC;
 
 --
 -- Name: FUNCTION _tally_refill(); Type: ACL; Schema: stockpool; Owner: stockpool_owner

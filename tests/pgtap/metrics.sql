@@ -11,7 +11,7 @@
 -- Counters are function call counts: this transaction turns track_functions
 -- on, and metrics() adds the calls not flushed yet, so they are exact here.
 BEGIN;
-SELECT plan(68);
+SELECT plan(70);
 SET LOCAL application_name = 'stockpool-pgtap-metrics';
 SET LOCAL track_functions = 'pl';
 
@@ -103,6 +103,10 @@ SELECT ok(stockpool.reserve_units(1, 1300, 1, 2, '00000000-0000-0000-0000-000000
     'A: 2 of key 1300 held (1 reservation)');
 SELECT ok(stockpool.reserve_units(1, 1300, 1, 2, '00000000-0000-0000-0000-000000013001'),
     'A again: a retry, no new hold');
+SELECT throws_ok($$SELECT stockpool.reserve_units(1, 1300, 1, 3, '00000000-0000-0000-0000-000000013001')$$,
+    'SP007', NULL, 'A with another quantity raises, after its units were taken and given back: no new hold');
+SELECT throws_ok($$SELECT stockpool.reserve_units(1, 1399, 1, 1, '00000000-0000-0000-0000-000000013009')$$,
+    'SP001', NULL, 'an unknown key raises: no new hold (reserve_units'' calls count only when it returns)');
 SELECT ok(NOT stockpool.reserve_units(1, 1300, 1, 20, '00000000-0000-0000-0000-000000013002'),
     'B: 20 of 10 refused (1 refusal)');
 SELECT ok(stockpool.reserve_cart(1, '00000000-0000-0000-0000-000000013003', '{1301,1300}', '{1,1}', '{1,3}'),

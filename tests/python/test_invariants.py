@@ -130,17 +130,16 @@ BROKEN: dict[str, tuple[list[str], set[tuple[str, int]]]] = {
         ],
         {("oversell", B), ("allocation", B)},
     ),
-    "negative on hand (constraints dropped)": (
+    "negative on hand (constraint dropped)": (
         [
-            "ALTER TABLE stockpool.stock DROP CONSTRAINT stock_on_hand_nonnegative,"
-            " DROP CONSTRAINT stock_allocated_within_on_hand",
+            "ALTER TABLE stockpool.stock DROP CONSTRAINT stock_allocated_within_on_hand",
             f"UPDATE stockpool.stock SET on_hand = -1 WHERE item_id = {C}",
         ],
         {("negative", C), ("ledger_drift", C), ("oversell", C)},  # 0 pooled + 0 held > -1
     ),
     "negative allocated (constraint dropped)": (
         [
-            "ALTER TABLE stockpool.stock DROP CONSTRAINT stock_allocated_nonnegative",
+            "ALTER TABLE stockpool.stock DROP CONSTRAINT stock_allocated_within_on_hand",
             f"UPDATE stockpool.stock SET allocated = -1 WHERE item_id = {C}",
         ],
         {("negative", C), ("allocation", C)},

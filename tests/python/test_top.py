@@ -205,8 +205,7 @@ def test_once_as_a_monitor_role_shows_what_the_database_holds(dsn: str, conns: A
         lambda: (
             scalar(
                 admin,
-                "SELECT coalesce(sum(calls), 0) FROM pg_catalog.pg_stat_user_functions"
-                " WHERE schemaname = 'stockpool' AND funcname = '_tally_reservation'",
+                "SELECT value FROM stockpool.metrics() WHERE metric = 'reservations_total'",
             )
             == 5
         ),

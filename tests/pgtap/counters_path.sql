@@ -1,0 +1,135 @@
+-- reserve_units' counter's path (issue 10): a key nobody contends is served
+-- by two statements in a subtransaction, the ledger row's units and the hold
+-- row, and every miss (a retry, a named, unknown or short key, a pool) rolls
+-- them back and takes the careful path, leaving nothing behind. Which path
+-- served a call shows in this transaction's function statistics: the careful
+-- path calls _record_hold, the counter's path calls nothing.
+-- The session's note of pooled keys (stockpool.pooled_keys, _pooled_note):
+-- a pooled key goes in, a key back on its ledger comes out, a noted key skips
+-- the counter's path, and a wrong note costs a path, never a wrong answer.
+BEGIN;
+SELECT plan(45);
+SET LOCAL track_functions = 'pl';
+
+-- Calls of a stockpool function made so far in this transaction.
+CREATE FUNCTION pg_temp.calls(p_name text) RETURNS bigint
+LANGUAGE sql AS $$
+    SELECT coalesce(sum(f.calls), 0)::bigint FROM pg_catalog.pg_stat_xact_user_functions AS f
+    WHERE f.schemaname = 'stockpool' AND f.funcname = p_name
+$$;
+CREATE TEMPORARY TABLE seen (name text PRIMARY KEY, calls bigint);
+-- Calls of p_name since the last look.
+CREATE FUNCTION pg_temp.new_calls(p_name text) RETURNS bigint
+LANGUAGE sql AS $$
+    WITH now_ AS (SELECT pg_temp.calls(p_name) AS c),
+    old AS (DELETE FROM seen WHERE name = p_name RETURNING calls),
+    put AS (INSERT INTO seen SELECT p_name, now_.c FROM now_)
+    SELECT now_.c - coalesce((SELECT calls FROM old), 0) FROM now_
+$$;
+DO $$ BEGIN PERFORM pg_temp.new_calls('_record_hold'); END $$;
+SET LOCAL stockpool.pooled_keys = '';
+
+SELECT is(stockpool.set_stock(1, 2100, 1, 10), 10, 'key 2100: 10 units, no pool');
+
+-- A new hold: the counter's path.
+SELECT ok(stockpool.reserve_units(1, 2100, 1, 3, '00000000-0000-0000-0021-000000000001', '10 minutes'),
+    'A: 3 units held');
+SELECT is(pg_temp.new_calls('_record_hold'), 0::bigint, 'on the counter''s path (no _record_hold)');
+SELECT results_eq(
+    $$SELECT quantity, status, expires_at = now() + interval '10 minutes', created_at >= now(), labels IS NULL
+      FROM stockpool.holds WHERE checkout_id = '00000000-0000-0000-0021-000000000001'$$,
+    $$VALUES (3, 'held', true, true, true)$$, 'its hold row: 3 units, held, for its ttl, the clock, no labels');
+SELECT results_eq(
+    $$SELECT allocated, pool_target FROM stockpool.stock WHERE (shop_id, item_id, location_id) = (1, 2100, 1)$$,
+    $$VALUES (3, 0)$$, 'the ledger row counts them as allocated; no pool');
+SELECT is((SELECT count(*)::integer FROM stockpool.pool_units WHERE item_id = 2100), 0, 'and no pool row');
+
+-- A retry: the hold row is there (unique_violation), the try is rolled back.
+SELECT ok(stockpool.reserve_units(1, 2100, 1, 3, '00000000-0000-0000-0021-000000000001', '10 minutes'),
+    'A again: true');
+SELECT is(pg_temp.new_calls('_record_hold'), 1::bigint, 'answered by the careful path');
+SELECT is((SELECT allocated FROM stockpool.stock WHERE (shop_id, item_id, location_id) = (1, 2100, 1)), 3,
+    'the units the try took went back: allocated still 3');
+SELECT is((SELECT count(*)::integer FROM stockpool.holds WHERE item_id = 2100), 1, 'still one hold row');
+SELECT throws_ok(
+    $$SELECT stockpool.reserve_units(1, 2100, 1, 2, '00000000-0000-0000-0021-000000000001')$$,
+    'SP007', NULL, 'A with another quantity: SP007');
+SELECT results_eq(
+    $$SELECT h.quantity, s.allocated FROM stockpool.holds AS h JOIN stockpool.stock AS s USING (shop_id, item_id, location_id)
+      WHERE h.checkout_id = '00000000-0000-0000-0021-000000000001'$$,
+    $$VALUES (3, 3)$$, 'and nothing of it stayed: the hold of 3, allocated 3');
+DO $$ BEGIN PERFORM pg_temp.new_calls('_record_hold'); END $$;
+
+-- Misses that leave nothing behind.
+SELECT ok(NOT stockpool.reserve_units(1, 2100, 1, 11, '00000000-0000-0000-0021-000000000002'),
+    'B: 11 of 10 refused');
+SELECT is(pg_temp.new_calls('_record_hold'), 0::bigint, 'B: refused by the careful path before any hold row');
+SELECT ok(NOT stockpool.reserve_units(1, 2100, 1, 8, '00000000-0000-0000-0021-000000000003'),
+    'C: 8 of the 7 free refused');
+SELECT is(pg_temp.new_calls('_record_hold'), 1::bigint, 'C: by the careful path, after its hold row');
+SELECT results_eq(
+    $$SELECT (SELECT count(*)::integer FROM stockpool.holds WHERE item_id = 2100),
+             (SELECT allocated FROM stockpool.stock WHERE (shop_id, item_id, location_id) = (1, 2100, 1))$$,
+    $$VALUES (1, 3)$$, 'no hold row and no unit left behind by B or C');
+SELECT throws_ok($$SELECT stockpool.reserve_units(1, 2199, 1, 1, gen_random_uuid())$$, 'SP001', NULL,
+    'an unknown key: SP001');
+SELECT is(stockpool.set_named_units(1, 2101, 1, ARRAY['S1', 'S2']), 2, 'key 2101: two named units');
+SELECT throws_ok($$SELECT stockpool.reserve_units(1, 2101, 1, 1, gen_random_uuid())$$, 'SP010', NULL,
+    'a named key: SP010, its ledger row untouched by the try');
+SELECT results_eq(
+    $$SELECT on_hand, allocated FROM stockpool.stock WHERE (shop_id, item_id, location_id) = (1, 2101, 1)$$,
+    $$VALUES (2, 2)$$, 'the named key''s ledger row is as set_named_units left it');
+SELECT is(current_setting('stockpool.pooled_keys'), '', 'no pooled key seen: the note is empty');
+
+-- A pooled key: the try misses once, the session notes it, the next call
+-- goes to the pool straight away.
+SELECT is(stockpool.set_stock(1, 2102, 1, 100), 100, 'key 2102: 100 units');
+SELECT is(stockpool.replenish_pool(1, 2102, 1, 20), 20, '20 of them pooled');
+SELECT ok(stockpool.reserve_units(1, 2102, 1, 1, gen_random_uuid()), 'D: 1 unit of the pooled key');
+SELECT is(pg_temp.new_calls('_record_hold'), 1::bigint, 'D: by the careful path (the try missed)');
+SELECT is(current_setting('stockpool.pooled_keys'), ',1/2102/1,', 'the key is in the note');
+SELECT ok(stockpool.reserve_units(1, 2102, 1, 1, gen_random_uuid()), 'E: 1 more');
+SELECT is(pg_temp.new_calls('_record_hold'), 1::bigint, 'E: by the careful path');
+SELECT results_eq(
+    $$SELECT allocated, (SELECT count(*)::integer FROM stockpool.pool_units WHERE item_id = 2102)
+      FROM stockpool.stock WHERE (shop_id, item_id, location_id) = (1, 2102, 1)$$,
+    $$VALUES (20, 18)$$, 'both from the pool: 18 left in it, the ledger row untouched');
+SELECT is(stockpool.set_stock(1, 2103, 1, 10), 10, 'key 2103: 10 units');
+SELECT ok(stockpool.reserve_units(1, 2103, 1, 1, gen_random_uuid()), 'F: a quiet key while the note holds another');
+SELECT is(pg_temp.new_calls('_record_hold'), 0::bigint, 'F on the counter''s path');
+
+-- A wrong note costs a path, never an answer.
+SET LOCAL stockpool.pooled_keys = ',1/2103/1,1/2102/1,';
+SELECT ok(stockpool.reserve_units(1, 2103, 1, 1, gen_random_uuid()), 'G: the quiet key, wrongly noted: held');
+SELECT is(pg_temp.new_calls('_record_hold'), 1::bigint, 'by the careful path (negative control of the look)');
+SELECT is(current_setting('stockpool.pooled_keys'), ',1/2102/1,', 'which took the key out of the note');
+SELECT is((SELECT allocated FROM stockpool.stock WHERE (shop_id, item_id, location_id) = (1, 2103, 1)), 2,
+    'from its ledger row: allocated 2');
+SET LOCAL stockpool.pooled_keys = '';
+SELECT ok(stockpool.reserve_units(1, 2102, 1, 1, gen_random_uuid()), 'H: the pooled key, missing from the note: held');
+SELECT is(current_setting('stockpool.pooled_keys'), ',1/2102/1,', 'and noted again');
+
+-- _pooled_note itself.
+SET LOCAL stockpool.pooled_keys = '';
+DO $$ BEGIN PERFORM stockpool._pooled_note(1, g.n, 1, true) FROM generate_series(1, 20) AS g (n); END $$;
+SELECT is(current_setting('stockpool.pooled_keys'),
+    ',' || (SELECT string_agg(format('1/%s/1', n), ',' ORDER BY n DESC) FROM generate_series(5, 20) AS g (n)) || ',',
+    'twenty keys noted: the newest 16 kept, newest first');
+DO $$ BEGIN PERFORM stockpool._pooled_note(1, 7, 1, true); END $$;
+SELECT is(split_part(current_setting('stockpool.pooled_keys'), ',', 2), '1/7/1', 'a key noted again moves to the front');
+SELECT is(array_length(string_to_array(btrim(current_setting('stockpool.pooled_keys'), ','), ','), 1), 16,
+    'once: still 16 keys');
+DO $$ BEGIN PERFORM stockpool._pooled_note(1, 7, 1, false); END $$;
+SELECT ok(strpos(current_setting('stockpool.pooled_keys'), ',1/7/1,') = 0 AND
+          array_length(string_to_array(btrim(current_setting('stockpool.pooled_keys'), ','), ','), 1) = 15,
+    'a key back on its ledger comes out, the others stay');
+SAVEPOINT note;
+DO $$ BEGIN PERFORM stockpool._pooled_note(1, 99, 1, true); END $$;
+ROLLBACK TO SAVEPOINT note;
+SELECT is(strpos(current_setting('stockpool.pooled_keys'), ',1/99/1,'), 0, 'a note made in a rolled-back subtransaction goes');
+
+SELECT is_empty($$SELECT * FROM stockpool.check_invariants() WHERE item_id BETWEEN 2100 AND 2103$$,
+    'invariants hold');
+
+SELECT * FROM finish();
+ROLLBACK;
