@@ -21,7 +21,7 @@
 --   a known status, labels as many as the quantity); a row that breaks one
 --   fails with SQLSTATE 23514 before it is stored.
 -- Measured other ways and not taken (docs/commands.md run 16): the rules as
--- domains (9,000 instructions a call cheaper than this, but the columns would
+-- domains (10,000 instructions a call cheaper than this, but the columns would
 -- change type for every reader: a domain is not its base type to a client or
 -- to a polymorphic function), and WHEN conditions on the trigger (PostgreSQL
 -- rebuilds those from text at every statement, as it does CHECK constraints:
