@@ -3,13 +3,13 @@
 -- Returns true when held (or already held by this checkout: a retry is a
 -- no-op), false when on hand minus live holds is less than the request.
 -- Two paths, one answer:
--- - The counter's path, for a key nobody contends: the units come straight
---   from the key's ledger row when it is free (SKIP LOCKED), has them and
---   has no pool, and the hold row goes in: what a counter with a hold does,
---   in two statements. They run in a subtransaction, and anything else (the
---   row busy or short, a pool, a named or unknown key, a hold row already
---   there: unique_violation) rolls it back, with any row lock the try took
---   (see _take_ledger); the careful path then answers. A key this session
+-- - The counter's path, for a key nobody contends: the hold row goes in,
+--   and the units come straight from the key's ledger row when it is free
+--   (SKIP LOCKED), has them and has no pool: what a counter with a hold
+--   does, in two statements. They run in a subtransaction, and anything else
+--   (a hold row already there: unique_violation; the row busy or short, a
+--   pool, a named or unknown key) rolls it back, with any row lock the try
+--   took (see _take_ledger); the careful path then answers. A key this session
 --   has seen pooled skips the try (the session's note, _pooled_note): its
 --   buyers would otherwise pay it on every call before the careful path.
 -- - The careful path: the key's row is read; the checkout's hold row is
@@ -25,8 +25,9 @@
 --   refill). A refused request deletes the hold row it inserted, so it
 --   leaves nothing behind.
 -- Locks: the checkout lock first, on both paths; the counter's path then
--- takes the ledger row SKIP LOCKED and inserts the hold row, and neither
--- waits (the checkout lock serialises the writes of a checkout's hold rows).
+-- inserts the hold row (its unique entry waits only for an expirer of this
+-- checkout's old row on the key, as the careful path's does) and tries the
+-- ledger row SKIP LOCKED, after which nothing waits.
 -- Counted (stockpool.metrics()): a call that returns counts as a new hold
 -- (PostgreSQL's count of this function's calls) unless it calls
 -- _tally_no_new_hold, which a refusal and a retry do; a refusal is also
@@ -80,15 +81,23 @@ BEGIN
 
     PERFORM stockpool._lock_checkout(p_shop_id, p_checkout_id);
 
-    -- The counter's path (see above). The hold row goes in without ON
-    -- CONFLICT: a row already there (a retry) raises unique_violation, which
-    -- rolls the try back like any other miss; ON CONFLICT's speculative
-    -- insert would cost every call a WAL record and an index look more.
-    -- The ledger row is found by its key in the statement that locks it, and
-    -- updated by its ctid: the key's columns are not compared twice.
+    -- The counter's path (see above). The hold row goes in first, as on the
+    -- careful path: its unique entry may wait for a sweeper or another
+    -- buyer expiring this checkout's old row on the key, and that buyer may
+    -- then wait for the ledger row, so nothing but the checkout lock may be
+    -- held here. It goes in without ON CONFLICT: a row already there (a
+    -- retry) raises unique_violation, which rolls the try back like any
+    -- other miss; ON CONFLICT's speculative insert would cost every call a
+    -- WAL record and an index look more. The ledger row is found by its key
+    -- in the statement that locks it, and updated by its ctid.
     IF pg_catalog.strpos(coalesce(pg_catalog.current_setting('stockpool.pooled_keys', true), ''),
                          pg_catalog.format(',%s/%s/%s,', p_shop_id, p_item_id, p_location_id)) = 0 THEN
         BEGIN
+            INSERT INTO stockpool.holds
+                (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at, created_at)
+            VALUES
+                (p_shop_id, p_checkout_id, p_item_id, p_location_id, p_quantity, 'held',
+                 pg_catalog.now() + p_ttl, pg_catalog.clock_timestamp());
             UPDATE stockpool.stock AS s
             SET allocated = s.allocated + p_quantity
             WHERE s.ctid = (
@@ -103,11 +112,6 @@ BEGIN
                     FOR NO KEY UPDATE SKIP LOCKED
                 );
             IF FOUND THEN
-                INSERT INTO stockpool.holds
-                    (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at, created_at)
-                VALUES
-                    (p_shop_id, p_checkout_id, p_item_id, p_location_id, p_quantity, 'held',
-                     pg_catalog.now() + p_ttl, pg_catalog.clock_timestamp());
                 RETURN true;
             END IF;
             RAISE EXCEPTION USING ERRCODE = 'SPX03';

@@ -3576,15 +3576,23 @@ BEGIN
 
     PERFORM stockpool._lock_checkout(p_shop_id, p_checkout_id);
 
-    -- The counter's path (see above). The hold row goes in without ON
-    -- CONFLICT: a row already there (a retry) raises unique_violation, which
-    -- rolls the try back like any other miss; ON CONFLICT's speculative
-    -- insert would cost every call a WAL record and an index look more.
-    -- The ledger row is found by its key in the statement that locks it, and
-    -- updated by its ctid: the key's columns are not compared twice.
+    -- The counter's path (see above). The hold row goes in first, as on the
+    -- careful path: its unique entry may wait for a sweeper or another
+    -- buyer expiring this checkout's old row on the key, and that buyer may
+    -- then wait for the ledger row, so nothing but the checkout lock may be
+    -- held here. It goes in without ON CONFLICT: a row already there (a
+    -- retry) raises unique_violation, which rolls the try back like any
+    -- other miss; ON CONFLICT's speculative insert would cost every call a
+    -- WAL record and an index look more. The ledger row is found by its key
+    -- in the statement that locks it, and updated by its ctid.
     IF pg_catalog.strpos(coalesce(pg_catalog.current_setting('stockpool.pooled_keys', true), ''),
                          pg_catalog.format(',%s/%s/%s,', p_shop_id, p_item_id, p_location_id)) = 0 THEN
         BEGIN
+            INSERT INTO stockpool.holds
+                (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at, created_at)
+            VALUES
+                (p_shop_id, p_checkout_id, p_item_id, p_location_id, p_quantity, 'held',
+                 pg_catalog.now() + p_ttl, pg_catalog.clock_timestamp());
             UPDATE stockpool.stock AS s
             SET allocated = s.allocated + p_quantity
             WHERE s.ctid = (
@@ -3599,11 +3607,6 @@ BEGIN
                     FOR NO KEY UPDATE SKIP LOCKED
                 );
             IF FOUND THEN
-                INSERT INTO stockpool.holds
-                    (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at, created_at)
-                VALUES
-                    (p_shop_id, p_checkout_id, p_item_id, p_location_id, p_quantity, 'held',
-                     pg_catalog.now() + p_ttl, pg_catalog.clock_timestamp());
                 RETURN true;
             END IF;
             RAISE EXCEPTION USING ERRCODE = 'SPX03';

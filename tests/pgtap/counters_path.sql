@@ -49,7 +49,7 @@ SELECT ok(stockpool.reserve_units(1, 2100, 1, 3, '00000000-0000-0000-0021-000000
     'A again: true');
 SELECT is(pg_temp.new_calls('_record_hold'), 1::bigint, 'answered by the careful path');
 SELECT is((SELECT allocated FROM stockpool.stock WHERE (shop_id, item_id, location_id) = (1, 2100, 1)), 3,
-    'the units the try took went back: allocated still 3');
+    'the retry took no unit: allocated still 3');
 SELECT is((SELECT count(*)::integer FROM stockpool.holds WHERE item_id = 2100), 1, 'still one hold row');
 SELECT throws_ok(
     $$SELECT stockpool.reserve_units(1, 2100, 1, 2, '00000000-0000-0000-0021-000000000001')$$,

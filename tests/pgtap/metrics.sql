@@ -104,7 +104,7 @@ SELECT ok(stockpool.reserve_units(1, 1300, 1, 2, '00000000-0000-0000-0000-000000
 SELECT ok(stockpool.reserve_units(1, 1300, 1, 2, '00000000-0000-0000-0000-000000013001'),
     'A again: a retry, no new hold');
 SELECT throws_ok($$SELECT stockpool.reserve_units(1, 1300, 1, 3, '00000000-0000-0000-0000-000000013001')$$,
-    'SP007', NULL, 'A with another quantity raises, after its units were taken and given back: no new hold');
+    'SP007', NULL, 'A with another quantity raises: no new hold');
 SELECT throws_ok($$SELECT stockpool.reserve_units(1, 1399, 1, 1, '00000000-0000-0000-0000-000000013009')$$,
     'SP001', NULL, 'an unknown key raises: no new hold (reserve_units'' calls count only when it returns)');
 SELECT ok(NOT stockpool.reserve_units(1, 1300, 1, 20, '00000000-0000-0000-0000-000000013002'),
