@@ -20,6 +20,8 @@
 -- Not a subtransaction of its own on purpose: a row locked by a committed
 -- subtransaction makes its waiters wait for the whole top-level transaction,
 -- even when the subtransaction's parent rolls back later.
+-- reserve_units' counter's path runs this statement written out (see there):
+-- change both together.
 -- Returns true when taken, false when not. Touches stock.
 CREATE OR REPLACE FUNCTION stockpool._take_ledger(
     p_shop_id bigint,
