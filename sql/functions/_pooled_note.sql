@@ -5,13 +5,13 @@
 -- pooled key goes to the front of the note, a key back on its ledger comes
 -- out; the note keeps the newest c_keys keys.
 -- The note is a custom setting of the session (stockpool.pooled_keys): the
--- keys between commas, ',shop/item/location,...,', or empty. Not a table:
--- reserve_units reads it with one string search, and a session that never
--- saw a pooled key carries none. It is a hint and nothing more: a key wrongly
--- in it (its pool has cooled since) only takes the careful path, which takes
--- it out; one wrongly missing only pays one try. Like any setting it goes
--- back with a transaction that rolls back, and RESET ALL or DISCARD ALL (a
--- pooler's reset) empties it.
+-- keys between commas, ',shop/item/location,...,' (_pooled_key writes one),
+-- or empty. Not a table: reserve_units reads it with one string search, and a
+-- session that never saw a pooled key carries none. It is a hint and nothing
+-- more: a key wrongly in it (its pool has cooled since) only takes the
+-- careful path, which takes it out; one wrongly missing only pays one try.
+-- Like any setting it goes back with a transaction that rolls back, and
+-- RESET ALL or DISCARD ALL (a pooler's reset) empties it.
 -- Returns nothing. Touches no table.
 CREATE OR REPLACE FUNCTION stockpool._pooled_note(
     p_shop_id bigint,
@@ -25,7 +25,7 @@ AS $function$
 DECLARE
     -- Keys kept: a session serves a few hot keys at a time.
     c_keys constant integer := 16;
-    v_key text := pg_catalog.format('%s/%s/%s', p_shop_id, p_item_id, p_location_id);
+    v_key text := pg_catalog.btrim(stockpool._pooled_key(p_shop_id, p_item_id, p_location_id), ',');
     v_note text := coalesce(pg_catalog.current_setting('stockpool.pooled_keys', true), '');
     v_keys text[] := pg_catalog.string_to_array(pg_catalog.btrim(v_note, ','), ',');
 BEGIN

@@ -92,7 +92,7 @@ BEGIN
     -- _take_ledger's statement written out (a PL/pgSQL call would cost this
     -- path about 3% of its instructions): a change to one is a change to both.
     IF pg_catalog.strpos(coalesce(pg_catalog.current_setting('stockpool.pooled_keys', true), ''),
-                         pg_catalog.format(',%s/%s/%s,', p_shop_id, p_item_id, p_location_id)) = 0 THEN
+                         stockpool._pooled_key(p_shop_id, p_item_id, p_location_id)) = 0 THEN
         BEGIN
             INSERT INTO stockpool.holds
                 (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at, created_at)

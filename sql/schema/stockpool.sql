@@ -705,6 +705,24 @@ ALTER FUNCTION stockpool._pool_level(p_pool_target integer) OWNER TO stockpool_o
 COMMENT ON FUNCTION stockpool._pool_level(p_pool_target integer) IS 'Internal: the level of a pool of this pool_target: never below 16, the first pool a key gets.';
 
 --
+-- Name: _pooled_key(bigint, bigint, bigint); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._pooled_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint) RETURNS text
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT pg_catalog.format(',%s/%s/%s,', p_shop_id, p_item_id, p_location_id);
+$$;
+
+ALTER FUNCTION stockpool._pooled_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _pooled_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._pooled_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint) IS 'Internal: a stock key as the session''s note of pooled keys writes it ('',shop/item/location,'').';
+
+--
 -- Name: _pooled_note(bigint, bigint, bigint, boolean); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -714,7 +732,7 @@ CREATE FUNCTION stockpool._pooled_note(p_shop_id bigint, p_item_id bigint, p_loc
 DECLARE
     -- Keys kept: a session serves a few hot keys at a time.
     c_keys constant integer := 16;
-    v_key text := pg_catalog.format('%s/%s/%s', p_shop_id, p_item_id, p_location_id);
+    v_key text := pg_catalog.btrim(stockpool._pooled_key(p_shop_id, p_item_id, p_location_id), ',');
     v_note text := coalesce(pg_catalog.current_setting('stockpool.pooled_keys', true), '');
     v_keys text[] := pg_catalog.string_to_array(pg_catalog.btrim(v_note, ','), ',');
 BEGIN
@@ -3587,7 +3605,7 @@ BEGIN
     -- _take_ledger's statement written out (a PL/pgSQL call would cost this
     -- path about 3% of its instructions): a change to one is a change to both.
     IF pg_catalog.strpos(coalesce(pg_catalog.current_setting('stockpool.pooled_keys', true), ''),
-                         pg_catalog.format(',%s/%s/%s,', p_shop_id, p_item_id, p_location_id)) = 0 THEN
+                         stockpool._pooled_key(p_shop_id, p_item_id, p_location_id)) = 0 THEN
         BEGIN
             INSERT INTO stockpool.holds
                 (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at, created_at)
@@ -4907,6 +4925,12 @@ REVOKE ALL ON FUNCTION stockpool._null_args(p_names text[], p_is_null boolean[])
 --
 
 REVOKE ALL ON FUNCTION stockpool._pool_level(p_pool_target integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _pooled_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._pooled_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _pooled_note(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_pooled boolean); Type: ACL; Schema: stockpool; Owner: stockpool_owner
