@@ -15,3 +15,7 @@ DROP FUNCTION IF EXISTS stockpool._top_up_low(integer);
 
 -- _record_hold gained p_labels (a named key's hold records its units).
 DROP FUNCTION IF EXISTS stockpool._record_hold(bigint, uuid, bigint, bigint, integer, interval, boolean);
+
+-- _pooled_note's p_pooled became p_buckets (the note records each pooled
+-- key's buckets for reserve_units' pool's path).
+DROP FUNCTION IF EXISTS stockpool._pooled_note(bigint, bigint, bigint, boolean);

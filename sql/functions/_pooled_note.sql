@@ -1,15 +1,19 @@
 -- _pooled_note: keep the session's note of the keys it has seen pooled,
--- which reserve_units reads to skip the counter's path for them (a pooled
--- key's buyers would otherwise pay that try on every call, then the careful
--- path). p_pooled: whether the key's ledger row showed a pool just now. A
--- pooled key goes to the front of the note, a key back on its ledger comes
--- out; the note keeps the newest c_keys keys.
+-- which reserve_units reads (_noted_buckets) to send them to the pool's path
+-- and skip the counter's path (a pooled key's buyers would otherwise pay that
+-- try on every call, then the careful path). p_buckets: the key's buckets
+-- when its ledger row showed a pool just now, 0 when it showed none. A
+-- pooled key goes to the front of the note with its buckets, a key back on
+-- its ledger comes out; the note keeps the newest c_keys keys.
 -- The note is a custom setting of the session (stockpool.pooled_keys): the
--- keys between commas, ',shop/item/location,...,' (_pooled_key writes one),
--- or empty. Not a table: reserve_units reads it with one string search, and a
--- session that never saw a pooled key carries none. It is a hint and nothing
--- more: a key wrongly in it (its pool has cooled since) only takes the
--- careful path, which takes it out; one wrongly missing only pays one try.
+-- keys between commas, each with its buckets, ',shop/item/location:buckets,
+-- ...,' (_note_key writes a key), or empty. Not a table: reserve_units
+-- reads it with one string search, and a session that never saw a pooled
+-- key carries none. It is a hint and nothing more: a key wrongly in it (its
+-- pool has cooled since) only takes the careful path, which takes it out;
+-- one wrongly missing only pays one try; buckets out of date only start the
+-- pool's takes on fewer or more buckets than the pool has (the takes still
+-- find any free unit), and the pool's path reads them again now and then.
 -- Like any setting it goes back with a transaction that rolls back, and
 -- RESET ALL or DISCARD ALL (a pooler's reset) empties it.
 -- Returns nothing. Touches no table.
@@ -17,21 +21,31 @@ CREATE OR REPLACE FUNCTION stockpool._pooled_note(
     p_shop_id bigint,
     p_item_id bigint,
     p_location_id bigint,
-    p_pooled boolean
+    p_buckets integer
 )
 RETURNS void
 LANGUAGE plpgsql
 AS $function$
 DECLARE
-    -- Keys kept: a session serves a few hot keys at a time.
-    c_keys constant integer := 16;
-    v_key text := pg_catalog.btrim(stockpool._pooled_key(p_shop_id, p_item_id, p_location_id), ',');
+    -- Keys kept. A noted key that drops out pays a missed try and the careful
+    -- path before it is noted again, and keys drop out in the order they
+    -- were noted, the hottest first: at 16, the bench's Zipf catalogue (about
+    -- 120 keys pooled in 10 s) sent 23% of its reservations down the
+    -- careful path, at 256 7% (commands.md, run 17). A search of a full
+    -- note (about 4 kB) costs a reservation about 2 microseconds.
+    c_keys constant integer := 256;
+    -- The key as written in the note, without its leading comma.
+    v_key text := pg_catalog.ltrim(stockpool._note_key(p_shop_id, p_item_id, p_location_id), ',');
     v_note text := coalesce(pg_catalog.current_setting('stockpool.pooled_keys', true), '');
-    v_keys text[] := pg_catalog.string_to_array(pg_catalog.btrim(v_note, ','), ',');
+    v_keys text[];
 BEGIN
-    v_keys := pg_catalog.array_remove(v_keys, v_key);
-    IF p_pooled THEN
-        v_keys := (v_key || v_keys)[1:c_keys];
+    SELECT coalesce(pg_catalog.array_agg(k.entry ORDER BY k.n), ARRAY[]::text[])
+    INTO v_keys
+    FROM pg_catalog.unnest(pg_catalog.string_to_array(pg_catalog.btrim(v_note, ','), ','))
+        WITH ORDINALITY AS k (entry, n)
+    WHERE pg_catalog.starts_with(k.entry, v_key) IS NOT TRUE;
+    IF p_buckets > 0 THEN
+        v_keys := (ARRAY[v_key || p_buckets] || v_keys)[1:c_keys];
     END IF;
     PERFORM pg_catalog.set_config(
         'stockpool.pooled_keys',
@@ -43,6 +57,6 @@ BEGIN
 END;
 $function$;
 
-COMMENT ON FUNCTION stockpool._pooled_note(bigint, bigint, bigint, boolean) IS
-'Internal: put a key seen pooled at the front of the session''s note (stockpool.pooled_keys), or take out one seen '
-'on its ledger.';
+COMMENT ON FUNCTION stockpool._pooled_note(bigint, bigint, bigint, integer) IS
+'Internal: put a key seen pooled at the front of the session''s note (stockpool.pooled_keys) with its buckets, '
+'or take out one seen on its ledger (p_buckets 0).';

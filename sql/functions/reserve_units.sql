@@ -2,7 +2,7 @@
 -- nothing, for p_ttl.
 -- Returns true when held (or already held by this checkout: a retry is a
 -- no-op), false when on hand minus live holds is less than the request.
--- Two paths, one answer:
+-- Three paths, one answer:
 -- - The counter's path, for a key nobody contends: the hold row goes in,
 --   and the units come straight from the key's ledger row when it is free
 --   (SKIP LOCKED), has them and has no pool: what a counter with a hold
@@ -12,6 +12,12 @@
 --   took (see _take_ledger); the careful path then answers. A key this session
 --   has seen pooled skips the try (the session's note, _pooled_note): its
 --   buyers would otherwise pay it on every call before the careful path.
+-- - The pool's path, for one unit of a key in the session's note: the hold
+--   row goes in, and one pool unit is taken (_take, SKIP LOCKED), in a
+--   subtransaction that anything else rolls back (a hold row already there,
+--   no free unit), as on the counter's path; the key's row is not read.
+--   One call in c_sample reads it (_pool_look): the note's buckets brought
+--   up to date, and the low-water look made with c_sample times the odds.
 -- - The careful path: the key's row is read; the checkout's hold row is
 --   inserted first (inserting it doubles as the idempotency check); then
 --   the ledger row if it is free (SKIP LOCKED, in a subtransaction), else
@@ -21,19 +27,23 @@
 --   expired holds being swept or ended by their owner (see _take_lines). A
 --   single pool unit is taken in one statement with a cached plan and
 --   without a subtransaction. The pool is topped up after a successful take
---   when it looks thin (sampled, try-lock only: nobody queues on a low-water
---   refill). A refused request deletes the hold row it inserted, so it
---   leaves nothing behind.
--- Locks: the checkout lock first, on both paths; the counter's path then
+--   when it looks thin (sampled, _should_look; the refill lock only tried:
+--   nobody queues for a low-water refill). A refused request deletes the
+--   hold row it inserted, so it leaves nothing behind.
+-- Locks: the checkout lock first, on every path; the counter's path then
 -- inserts the hold row (its unique entry waits only for an expirer of this
 -- checkout's old row on the key, as the careful path's does) and tries the
--- ledger row SKIP LOCKED, after which nothing waits.
+-- ledger row SKIP LOCKED, after which nothing waits. The pool's path inserts
+-- the hold row the same way and takes a pool row SKIP LOCKED; its sampled
+-- look may then refill, as the careful path's does after a take (the refill
+-- lock tried, then the ledger row: a claim folding pending claims can hold
+-- that row, and the one buyer with the refill lock waits for it).
 -- Counted (stockpool.metrics()): a call that returns counts as a new hold
 -- (PostgreSQL's count of this function's calls) unless it calls
 -- _tally_no_new_hold, which a refusal and a retry do; a refusal is also
 -- counted by _tally_refusal, a low-water refill that moved units by
--- _tally_refill. The counter's path calls no tally function: it costs a
--- reservation as much as a statement.
+-- _tally_refill. The counter's and the pool's paths call no tally function:
+-- one costs a reservation as much as a statement.
 -- Raises 22004 (NULL argument), 22023 (quantity <= 0, ttl <= 0),
 -- SP001 (unknown key), SP007 (checkout holds a different quantity), SP010
 -- (a named key: reserve_named).
@@ -52,11 +62,11 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $function$
 DECLARE
-    -- Low-water looks per mark's worth of reservations (see below).
-    c_looks constant integer := 24;
+    -- The pool's path reads the key's row in one call out of this many.
+    c_sample constant integer := 8;
     v_stock stockpool.stock;
-    -- Whether this key is in the session's note of pooled keys.
-    v_noted boolean;
+    -- The key's buckets in the session's note of pooled keys, 0 when not noted.
+    v_buckets integer;
 BEGIN
     IF p_shop_id IS NULL OR p_item_id IS NULL OR p_location_id IS NULL OR p_quantity IS NULL
         OR p_checkout_id IS NULL OR p_ttl IS NULL OR p_quantity <= 0 OR p_ttl <= interval '0' THEN
@@ -92,7 +102,7 @@ BEGIN
     -- _take_ledger's statement written out (a PL/pgSQL call would cost this
     -- path about 3% of its instructions): a change to one is a change to both.
     IF pg_catalog.strpos(coalesce(pg_catalog.current_setting('stockpool.pooled_keys', true), ''),
-                         stockpool._pooled_key(p_shop_id, p_item_id, p_location_id)) = 0 THEN
+                         stockpool._note_key(p_shop_id, p_item_id, p_location_id)) = 0 THEN
         BEGIN
             INSERT INTO stockpool.holds
                 (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at, created_at)
@@ -123,9 +133,31 @@ BEGIN
             WHEN SQLSTATE 'SPX03' OR unique_violation OR datetime_field_overflow THEN
                 NULL;
         END;
-        v_noted := false;
+        v_buckets := 0;
     ELSE
-        v_noted := true;
+        v_buckets := stockpool._noted_buckets(p_shop_id, p_item_id, p_location_id);
+    END IF;
+    IF v_buckets > 0 AND p_quantity = 1 THEN
+        -- The pool's path (see above): the same hold row, then one unit of
+        -- the pool. A unit is only ever deleted, so a take that found none
+        -- holds no lock, and the rollback leaves nothing behind.
+        BEGIN
+            INSERT INTO stockpool.holds
+                (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at, created_at)
+            VALUES
+                (p_shop_id, p_checkout_id, p_item_id, p_location_id, 1, 'held',
+                 pg_catalog.now() + p_ttl, pg_catalog.clock_timestamp());
+            IF stockpool._take(p_shop_id, p_item_id, p_location_id, 1, v_buckets) = 1 THEN
+                IF pg_catalog.random() * c_sample < 1 THEN
+                    PERFORM stockpool._pool_look(p_shop_id, p_item_id, p_location_id, v_buckets, c_sample);
+                END IF;
+                RETURN true;
+            END IF;
+            RAISE EXCEPTION USING ERRCODE = 'SPX03';
+        EXCEPTION
+            WHEN SQLSTATE 'SPX03' OR unique_violation OR datetime_field_overflow THEN
+                NULL;
+        END;
     END IF;
 
     -- _stock_row inlined: a PL/pgSQL call costs about as much as the read.
@@ -141,8 +173,9 @@ BEGIN
         PERFORM stockpool._mixed_key(p_shop_id, p_item_id, p_location_id, true);
     END IF;
 
-    IF (v_stock.pool_target > 0) <> v_noted THEN
-        PERFORM stockpool._pooled_note(p_shop_id, p_item_id, p_location_id, v_stock.pool_target > 0);
+    IF (CASE WHEN v_stock.pool_target > 0 THEN v_stock.buckets ELSE 0 END) <> v_buckets THEN
+        PERFORM stockpool._pooled_note(p_shop_id, p_item_id, p_location_id,
+                                       CASE WHEN v_stock.pool_target > 0 THEN v_stock.buckets ELSE 0 END);
     END IF;
 
     IF p_quantity > v_stock.on_hand THEN
@@ -201,19 +234,9 @@ BEGIN
     IF p_quantity = 1
         AND stockpool._take(p_shop_id, p_item_id, p_location_id, 1, v_stock.buckets) = 1 THEN
         -- Low-water refill, only when this key has free stock to move; a
-        -- try-lock, so no buyer ever queues here. Sampled: a look counts up
-        -- to the refill mark (stockpool._refill_mark of the pool's level,
-        -- stockpool._pool_level), so one reservation in mark / c_looks looks:
-        -- the counting costs about c_looks index entries per reservation
-        -- whatever the pool's size, and a pool that drains from its mark is
-        -- still looked at about c_looks times. A mark set very low (a small
-        -- low_water) does not make every reservation look: the rate is
-        -- never above c_looks per quarter of the level.
+        -- try-lock, so no buyer ever queues here; sampled (_should_look).
         IF v_stock.on_hand > v_stock.allocated
-            AND pg_catalog.random() * GREATEST(
-                    stockpool._refill_mark(stockpool._pool_level(v_stock.pool_target), v_stock.low_water,
-                                           v_stock.pool_cap),
-                    stockpool._pool_level(v_stock.pool_target) / 4) < c_looks THEN
+            AND stockpool._should_look(v_stock.pool_target, v_stock.low_water, v_stock.pool_cap, 1) THEN
             IF stockpool._refill(p_shop_id, p_item_id, p_location_id,
                                  p_min_extra => 0, p_wait => false, p_low_water_only => true) > 0 THEN
                 PERFORM stockpool._tally_refill();

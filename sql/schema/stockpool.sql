@@ -666,6 +666,44 @@ ALTER FUNCTION stockpool._movements_immutable() OWNER TO stockpool_owner;
 COMMENT ON FUNCTION stockpool._movements_immutable() IS 'Internal: trigger function of stockpool.movements; refuses UPDATE, DELETE and TRUNCATE (SP009).';
 
 --
+-- Name: _note_key(bigint, bigint, bigint); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._note_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint) RETURNS text
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT pg_catalog.format(',%s/%s/%s:', p_shop_id, p_item_id, p_location_id);
+$$;
+
+ALTER FUNCTION stockpool._note_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _note_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._note_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint) IS 'Internal: a stock key as the session''s note of pooled keys writes it ('',shop/item/location:'').';
+
+--
+-- Name: _noted_buckets(bigint, bigint, bigint); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._noted_buckets(p_shop_id bigint, p_item_id bigint, p_location_id bigint) RETURNS integer
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT coalesce(NULLIF(pg_catalog.split_part(pg_catalog.split_part(
+               coalesce(pg_catalog.current_setting('stockpool.pooled_keys', true), ''),
+               stockpool._note_key(p_shop_id, p_item_id, p_location_id), 2), ',', 1), '')::integer, 0);
+$$;
+
+ALTER FUNCTION stockpool._noted_buckets(p_shop_id bigint, p_item_id bigint, p_location_id bigint) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _noted_buckets(p_shop_id bigint, p_item_id bigint, p_location_id bigint); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._noted_buckets(p_shop_id bigint, p_item_id bigint, p_location_id bigint) IS 'Internal: the buckets the session''s note of pooled keys records for a key; 0 when it is not noted.';
+
+--
 -- Name: _null_args(text[], boolean[]); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -705,40 +743,68 @@ ALTER FUNCTION stockpool._pool_level(p_pool_target integer) OWNER TO stockpool_o
 COMMENT ON FUNCTION stockpool._pool_level(p_pool_target integer) IS 'Internal: the level of a pool of this pool_target: never below 16, the first pool a key gets.';
 
 --
--- Name: _pooled_key(bigint, bigint, bigint); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+-- Name: _pool_look(bigint, bigint, bigint, integer, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
-CREATE FUNCTION stockpool._pooled_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint) RETURNS text
-    LANGUAGE sql STABLE PARALLEL SAFE
-    AS $$
-    SELECT pg_catalog.format(',%s/%s/%s,', p_shop_id, p_item_id, p_location_id);
-$$;
-
-ALTER FUNCTION stockpool._pooled_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint) OWNER TO stockpool_owner;
-
---
--- Name: FUNCTION _pooled_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
---
-
-COMMENT ON FUNCTION stockpool._pooled_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint) IS 'Internal: a stock key as the session''s note of pooled keys writes it ('',shop/item/location,'').';
-
---
--- Name: _pooled_note(bigint, bigint, bigint, boolean); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
---
-
-CREATE FUNCTION stockpool._pooled_note(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_pooled boolean) RETURNS void
+CREATE FUNCTION stockpool._pool_look(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_noted_buckets integer, p_sampled integer) RETURNS void
     LANGUAGE plpgsql
     AS $$
 DECLARE
-    -- Keys kept: a session serves a few hot keys at a time.
-    c_keys constant integer := 16;
-    v_key text := pg_catalog.btrim(stockpool._pooled_key(p_shop_id, p_item_id, p_location_id), ',');
-    v_note text := coalesce(pg_catalog.current_setting('stockpool.pooled_keys', true), '');
-    v_keys text[] := pg_catalog.string_to_array(pg_catalog.btrim(v_note, ','), ',');
+    v_stock stockpool.stock;
 BEGIN
-    v_keys := pg_catalog.array_remove(v_keys, v_key);
-    IF p_pooled THEN
-        v_keys := (v_key || v_keys)[1:c_keys];
+    SELECT s.* INTO v_stock
+    FROM stockpool.stock AS s
+    WHERE s.shop_id = p_shop_id
+        AND s.item_id = p_item_id
+        AND s.location_id = p_location_id;
+    IF (CASE WHEN v_stock.pool_target > 0 THEN v_stock.buckets ELSE 0 END) <> p_noted_buckets THEN
+        PERFORM stockpool._pooled_note(p_shop_id, p_item_id, p_location_id,
+                                       CASE WHEN v_stock.pool_target > 0 THEN v_stock.buckets ELSE 0 END);
+    END IF;
+    IF v_stock.on_hand > v_stock.allocated
+        AND stockpool._should_look(v_stock.pool_target, v_stock.low_water, v_stock.pool_cap, p_sampled)
+        AND stockpool._refill(p_shop_id, p_item_id, p_location_id,
+                              p_min_extra => 0, p_wait => false, p_low_water_only => true) > 0 THEN
+        PERFORM stockpool._tally_refill();
+    END IF;
+END;
+$$;
+
+ALTER FUNCTION stockpool._pool_look(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_noted_buckets integer, p_sampled integer) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _pool_look(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_noted_buckets integer, p_sampled integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._pool_look(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_noted_buckets integer, p_sampled integer) IS 'Internal: the pool''s path''s sampled read of a key''s row: the session''s note brought up to date, and the low-water look.';
+
+--
+-- Name: _pooled_note(bigint, bigint, bigint, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._pooled_note(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_buckets integer) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    -- Keys kept. A noted key that drops out pays a missed try and the careful
+    -- path before it is noted again, and keys drop out in the order they
+    -- were noted, the hottest first: at 16, the bench's Zipf catalogue (about
+    -- 120 keys pooled in 10 s) sent 23% of its reservations down the
+    -- careful path, at 256 7% (commands.md, run 17). A search of a full
+    -- note (about 4 kB) costs a reservation about 2 microseconds.
+    c_keys constant integer := 256;
+    -- The key as written in the note, without its leading comma.
+    v_key text := pg_catalog.ltrim(stockpool._note_key(p_shop_id, p_item_id, p_location_id), ',');
+    v_note text := coalesce(pg_catalog.current_setting('stockpool.pooled_keys', true), '');
+    v_keys text[];
+BEGIN
+    SELECT coalesce(pg_catalog.array_agg(k.entry ORDER BY k.n), ARRAY[]::text[])
+    INTO v_keys
+    FROM pg_catalog.unnest(pg_catalog.string_to_array(pg_catalog.btrim(v_note, ','), ','))
+        WITH ORDINALITY AS k (entry, n)
+    WHERE pg_catalog.starts_with(k.entry, v_key) IS NOT TRUE;
+    IF p_buckets > 0 THEN
+        v_keys := (ARRAY[v_key || p_buckets] || v_keys)[1:c_keys];
     END IF;
     PERFORM pg_catalog.set_config(
         'stockpool.pooled_keys',
@@ -750,13 +816,13 @@ BEGIN
 END;
 $$;
 
-ALTER FUNCTION stockpool._pooled_note(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_pooled boolean) OWNER TO stockpool_owner;
+ALTER FUNCTION stockpool._pooled_note(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_buckets integer) OWNER TO stockpool_owner;
 
 --
--- Name: FUNCTION _pooled_note(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_pooled boolean); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+-- Name: FUNCTION _pooled_note(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_buckets integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON FUNCTION stockpool._pooled_note(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_pooled boolean) IS 'Internal: put a key seen pooled at the front of the session''s note (stockpool.pooled_keys), or take out one seen on its ledger.';
+COMMENT ON FUNCTION stockpool._pooled_note(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_buckets integer) IS 'Internal: put a key seen pooled at the front of the session''s note (stockpool.pooled_keys) with its buckets, or take out one seen on its ledger (p_buckets 0).';
 
 --
 -- Name: _pooled_upto(bigint, bigint, bigint, integer, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -1167,6 +1233,27 @@ ALTER FUNCTION stockpool._settle_due(p_batch integer) OWNER TO stockpool_owner;
 --
 
 COMMENT ON FUNCTION stockpool._settle_due(p_batch integer) IS 'Internal: fold the pending claims of up to p_batch keys whose ledger row is free; returns units folded.';
+
+--
+-- Name: _should_look(integer, integer, integer, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._should_look(p_pool_target integer, p_low_water integer, p_pool_cap integer, p_sampled integer) RETURNS boolean
+    LANGUAGE sql PARALLEL SAFE
+    AS $$
+    -- c_looks: 24 looks per mark's worth of reservations.
+    SELECT pg_catalog.random() * GREATEST(
+               stockpool._refill_mark(stockpool._pool_level(p_pool_target), p_low_water, p_pool_cap),
+               stockpool._pool_level(p_pool_target) / 4) < 24 * p_sampled;
+$$;
+
+ALTER FUNCTION stockpool._should_look(p_pool_target integer, p_low_water integer, p_pool_cap integer, p_sampled integer) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _should_look(p_pool_target integer, p_low_water integer, p_pool_cap integer, p_sampled integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._should_look(p_pool_target integer, p_low_water integer, p_pool_cap integer, p_sampled integer) IS 'Internal: whether a reservation that took a pooled unit looks at the pool''s low water now (sampled).';
 
 SET default_tablespace = '';
 
@@ -3565,11 +3652,11 @@ CREATE FUNCTION stockpool.reserve_units(p_shop_id bigint, p_item_id bigint, p_lo
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    -- Low-water looks per mark's worth of reservations (see below).
-    c_looks constant integer := 24;
+    -- The pool's path reads the key's row in one call out of this many.
+    c_sample constant integer := 8;
     v_stock stockpool.stock;
-    -- Whether this key is in the session's note of pooled keys.
-    v_noted boolean;
+    -- The key's buckets in the session's note of pooled keys, 0 when not noted.
+    v_buckets integer;
 BEGIN
     IF p_shop_id IS NULL OR p_item_id IS NULL OR p_location_id IS NULL OR p_quantity IS NULL
         OR p_checkout_id IS NULL OR p_ttl IS NULL OR p_quantity <= 0 OR p_ttl <= interval '0' THEN
@@ -3605,7 +3692,7 @@ BEGIN
     -- _take_ledger's statement written out (a PL/pgSQL call would cost this
     -- path about 3% of its instructions): a change to one is a change to both.
     IF pg_catalog.strpos(coalesce(pg_catalog.current_setting('stockpool.pooled_keys', true), ''),
-                         stockpool._pooled_key(p_shop_id, p_item_id, p_location_id)) = 0 THEN
+                         stockpool._note_key(p_shop_id, p_item_id, p_location_id)) = 0 THEN
         BEGIN
             INSERT INTO stockpool.holds
                 (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at, created_at)
@@ -3636,9 +3723,31 @@ BEGIN
             WHEN SQLSTATE 'SPX03' OR unique_violation OR datetime_field_overflow THEN
                 NULL;
         END;
-        v_noted := false;
+        v_buckets := 0;
     ELSE
-        v_noted := true;
+        v_buckets := stockpool._noted_buckets(p_shop_id, p_item_id, p_location_id);
+    END IF;
+    IF v_buckets > 0 AND p_quantity = 1 THEN
+        -- The pool's path (see above): the same hold row, then one unit of
+        -- the pool. A unit is only ever deleted, so a take that found none
+        -- holds no lock, and the rollback leaves nothing behind.
+        BEGIN
+            INSERT INTO stockpool.holds
+                (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at, created_at)
+            VALUES
+                (p_shop_id, p_checkout_id, p_item_id, p_location_id, 1, 'held',
+                 pg_catalog.now() + p_ttl, pg_catalog.clock_timestamp());
+            IF stockpool._take(p_shop_id, p_item_id, p_location_id, 1, v_buckets) = 1 THEN
+                IF pg_catalog.random() * c_sample < 1 THEN
+                    PERFORM stockpool._pool_look(p_shop_id, p_item_id, p_location_id, v_buckets, c_sample);
+                END IF;
+                RETURN true;
+            END IF;
+            RAISE EXCEPTION USING ERRCODE = 'SPX03';
+        EXCEPTION
+            WHEN SQLSTATE 'SPX03' OR unique_violation OR datetime_field_overflow THEN
+                NULL;
+        END;
     END IF;
 
     -- _stock_row inlined: a PL/pgSQL call costs about as much as the read.
@@ -3654,8 +3763,9 @@ BEGIN
         PERFORM stockpool._mixed_key(p_shop_id, p_item_id, p_location_id, true);
     END IF;
 
-    IF (v_stock.pool_target > 0) <> v_noted THEN
-        PERFORM stockpool._pooled_note(p_shop_id, p_item_id, p_location_id, v_stock.pool_target > 0);
+    IF (CASE WHEN v_stock.pool_target > 0 THEN v_stock.buckets ELSE 0 END) <> v_buckets THEN
+        PERFORM stockpool._pooled_note(p_shop_id, p_item_id, p_location_id,
+                                       CASE WHEN v_stock.pool_target > 0 THEN v_stock.buckets ELSE 0 END);
     END IF;
 
     IF p_quantity > v_stock.on_hand THEN
@@ -3714,19 +3824,9 @@ BEGIN
     IF p_quantity = 1
         AND stockpool._take(p_shop_id, p_item_id, p_location_id, 1, v_stock.buckets) = 1 THEN
         -- Low-water refill, only when this key has free stock to move; a
-        -- try-lock, so no buyer ever queues here. Sampled: a look counts up
-        -- to the refill mark (stockpool._refill_mark of the pool's level,
-        -- stockpool._pool_level), so one reservation in mark / c_looks looks:
-        -- the counting costs about c_looks index entries per reservation
-        -- whatever the pool's size, and a pool that drains from its mark is
-        -- still looked at about c_looks times. A mark set very low (a small
-        -- low_water) does not make every reservation look: the rate is
-        -- never above c_looks per quarter of the level.
+        -- try-lock, so no buyer ever queues here; sampled (_should_look).
         IF v_stock.on_hand > v_stock.allocated
-            AND pg_catalog.random() * GREATEST(
-                    stockpool._refill_mark(stockpool._pool_level(v_stock.pool_target), v_stock.low_water,
-                                           v_stock.pool_cap),
-                    stockpool._pool_level(v_stock.pool_target) / 4) < c_looks THEN
+            AND stockpool._should_look(v_stock.pool_target, v_stock.low_water, v_stock.pool_cap, 1) THEN
             IF stockpool._refill(p_shop_id, p_item_id, p_location_id,
                                  p_min_extra => 0, p_wait => false, p_low_water_only => true) > 0 THEN
                 PERFORM stockpool._tally_refill();
@@ -4915,6 +5015,18 @@ REVOKE ALL ON FUNCTION stockpool._mixed_key(p_shop_id bigint, p_item_id bigint, 
 REVOKE ALL ON FUNCTION stockpool._movements_immutable() FROM PUBLIC;
 
 --
+-- Name: FUNCTION _note_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._note_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _noted_buckets(p_shop_id bigint, p_item_id bigint, p_location_id bigint); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._noted_buckets(p_shop_id bigint, p_item_id bigint, p_location_id bigint) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _null_args(p_names text[], p_is_null boolean[]); Type: ACL; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -4927,16 +5039,16 @@ REVOKE ALL ON FUNCTION stockpool._null_args(p_names text[], p_is_null boolean[])
 REVOKE ALL ON FUNCTION stockpool._pool_level(p_pool_target integer) FROM PUBLIC;
 
 --
--- Name: FUNCTION _pooled_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+-- Name: FUNCTION _pool_look(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_noted_buckets integer, p_sampled integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
 --
 
-REVOKE ALL ON FUNCTION stockpool._pooled_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION stockpool._pool_look(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_noted_buckets integer, p_sampled integer) FROM PUBLIC;
 
 --
--- Name: FUNCTION _pooled_note(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_pooled boolean); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+-- Name: FUNCTION _pooled_note(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_buckets integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
 --
 
-REVOKE ALL ON FUNCTION stockpool._pooled_note(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_pooled boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION stockpool._pooled_note(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_buckets integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _pooled_upto(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_mark integer, p_buckets integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
@@ -4979,6 +5091,12 @@ REVOKE ALL ON FUNCTION stockpool._settle(p_shop_id bigint, p_item_id bigint, p_l
 --
 
 REVOKE ALL ON FUNCTION stockpool._settle_due(p_batch integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _should_look(p_pool_target integer, p_low_water integer, p_pool_cap integer, p_sampled integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._should_look(p_pool_target integer, p_low_water integer, p_pool_cap integer, p_sampled integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _stock_row(p_shop_id bigint, p_item_id bigint, p_location_id bigint); Type: ACL; Schema: stockpool; Owner: stockpool_owner

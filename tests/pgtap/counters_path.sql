@@ -5,10 +5,12 @@
 -- served a call shows in this transaction's function statistics: the careful
 -- path calls _record_hold, the counter's path calls nothing.
 -- The session's note of pooled keys (stockpool.pooled_keys, _pooled_note):
--- a pooled key goes in, a key back on its ledger comes out, a noted key skips
--- the counter's path, and a wrong note costs a path, never a wrong answer.
+-- a pooled key goes in with its buckets, a key back on its ledger comes out,
+-- a noted key skips the counter's path and takes one unit by the pool's path
+-- (the hold row and one pool unit, _take, and no _record_hold), and a wrong
+-- note costs a path, never a wrong answer.
 BEGIN;
-SELECT plan(45);
+SELECT plan(64);
 SET LOCAL track_functions = 'pl';
 
 -- Calls of a stockpool function made so far in this transaction.
@@ -85,48 +87,100 @@ SELECT is(current_setting('stockpool.pooled_keys'), '', 'no pooled key seen: the
 -- goes to the pool straight away.
 SELECT is(stockpool.set_stock(1, 2102, 1, 100), 100, 'key 2102: 100 units');
 SELECT is(stockpool.replenish_pool(1, 2102, 1, 20), 20, '20 of them pooled');
+UPDATE stockpool.stock SET buckets = 3 WHERE (shop_id, item_id, location_id) = (1, 2102, 1);
+DO $$ BEGIN PERFORM pg_temp.new_calls('_take'); END $$;
 SELECT ok(stockpool.reserve_units(1, 2102, 1, 1, gen_random_uuid()), 'D: 1 unit of the pooled key');
 SELECT is(pg_temp.new_calls('_record_hold'), 1::bigint, 'D: by the careful path (the try missed)');
-SELECT is(current_setting('stockpool.pooled_keys'), ',1/2102/1,', 'the key is in the note');
-SELECT ok(stockpool.reserve_units(1, 2102, 1, 1, gen_random_uuid()), 'E: 1 more');
-SELECT is(pg_temp.new_calls('_record_hold'), 1::bigint, 'E: by the careful path');
+SELECT is(current_setting('stockpool.pooled_keys'), ',1/2102/1:3,', 'the key is in the note, with its 3 buckets');
+SELECT is(stockpool._noted_buckets(1, 2102, 1), 3, '_noted_buckets reads them');
+SELECT is(stockpool._noted_buckets(1, 210, 1), 0, 'and 0 for a key not noted (1/210/1 is a prefix of 1/2102/1)');
+DO $$ BEGIN PERFORM pg_temp.new_calls('_take'); END $$;
+SELECT ok(stockpool.reserve_units(1, 2102, 1, 1, '00000000-0000-0000-0021-000000000005'), 'E: 1 more');
+SELECT is(pg_temp.new_calls('_record_hold'), 0::bigint, 'E: not by the careful path');
+SELECT is(pg_temp.new_calls('_take'), 1::bigint, 'E: by the pool''s path, one take');
 SELECT results_eq(
     $$SELECT allocated, (SELECT count(*)::integer FROM stockpool.pool_units WHERE item_id = 2102)
       FROM stockpool.stock WHERE (shop_id, item_id, location_id) = (1, 2102, 1)$$,
     $$VALUES (20, 18)$$, 'both from the pool: 18 left in it, the ledger row untouched');
+SELECT results_eq(
+    $$SELECT quantity, status, expires_at = now() + interval '15 minutes', created_at >= now()
+      FROM stockpool.holds WHERE checkout_id = '00000000-0000-0000-0021-000000000005'$$,
+    $$VALUES (1, 'held', true, true)$$, 'E''s hold row: 1 unit, held, for the default ttl, the clock');
+
+-- The pool's path: a retry, an empty pool, a stale note.
+SELECT ok(stockpool.reserve_units(1, 2102, 1, 1, '00000000-0000-0000-0021-000000000005'), 'E again: true');
+SELECT is(pg_temp.new_calls('_record_hold'), 1::bigint, 'answered by the careful path (the hold row was there)');
+SELECT is((SELECT count(*)::integer FROM stockpool.pool_units WHERE item_id = 2102), 18,
+    'and the retry took no unit: still 18 in the pool (negative control of the rollback)');
+DELETE FROM stockpool.pool_units WHERE item_id = 2102;
+UPDATE stockpool.stock SET allocated = allocated - 18 WHERE (shop_id, item_id, location_id) = (1, 2102, 1);
+SELECT ok(stockpool.reserve_units(1, 2102, 1, 1, '00000000-0000-0000-0021-000000000006'),
+    'I: the pool empty, 98 units free on the ledger: held, not refused');
+SELECT is(pg_temp.new_calls('_record_hold'), 1::bigint, 'I: by the careful path, after the pool''s path found no unit');
+SELECT results_eq(
+    $$SELECT (SELECT count(*)::integer FROM stockpool.holds WHERE item_id = 2102),
+             (SELECT allocated - (SELECT count(*)::integer FROM stockpool.pool_units WHERE item_id = 2102)
+              FROM stockpool.stock WHERE (shop_id, item_id, location_id) = (1, 2102, 1))$$,
+    $$VALUES (3, 3)$$, 'I: three hold rows (D, E, I), and held units = allocated less pooled: nothing left behind');
+SET LOCAL stockpool.pooled_keys = ',1/2102/1:1000,';
+SELECT ok(stockpool.reserve_units(1, 2102, 1, 1, gen_random_uuid()), 'J: the note''s buckets wrong (1000 of 3): held');
+SELECT is(pg_temp.new_calls('_record_hold'), 0::bigint, 'J: by the pool''s path all the same');
+SELECT lives_ok($$SELECT stockpool._pool_look(1, 2102, 1, 1000, 1)$$, '_pool_look with the wrong buckets');
+SELECT is(current_setting('stockpool.pooled_keys'), ',1/2102/1:3,', 'brought the note up to date');
 SELECT is(stockpool.set_stock(1, 2103, 1, 10), 10, 'key 2103: 10 units');
 SELECT ok(stockpool.reserve_units(1, 2103, 1, 1, gen_random_uuid()), 'F: a quiet key while the note holds another');
 SELECT is(pg_temp.new_calls('_record_hold'), 0::bigint, 'F on the counter''s path');
 
 -- A wrong note costs a path, never an answer.
-SET LOCAL stockpool.pooled_keys = ',1/2103/1,1/2102/1,';
+SET LOCAL stockpool.pooled_keys = ',1/2103/1:3,1/2102/1:3,';
 SELECT ok(stockpool.reserve_units(1, 2103, 1, 1, gen_random_uuid()), 'G: the quiet key, wrongly noted: held');
 SELECT is(pg_temp.new_calls('_record_hold'), 1::bigint, 'by the careful path (negative control of the look)');
-SELECT is(current_setting('stockpool.pooled_keys'), ',1/2102/1,', 'which took the key out of the note');
+SELECT is(current_setting('stockpool.pooled_keys'), ',1/2102/1:3,', 'which took the key out of the note');
 SELECT is((SELECT allocated FROM stockpool.stock WHERE (shop_id, item_id, location_id) = (1, 2103, 1)), 2,
     'from its ledger row: allocated 2');
 SET LOCAL stockpool.pooled_keys = '';
 SELECT ok(stockpool.reserve_units(1, 2102, 1, 1, gen_random_uuid()), 'H: the pooled key, missing from the note: held');
-SELECT is(current_setting('stockpool.pooled_keys'), ',1/2102/1,', 'and noted again');
+SELECT is(current_setting('stockpool.pooled_keys'), ',1/2102/1:3,', 'and noted again');
 
 -- _pooled_note itself.
 SET LOCAL stockpool.pooled_keys = '';
-DO $$ BEGIN PERFORM stockpool._pooled_note(1, g.n, 1, true) FROM generate_series(1, 20) AS g (n); END $$;
+DO $$ BEGIN PERFORM stockpool._pooled_note(1, g.n, 1, 4) FROM generate_series(1, 300) AS g (n); END $$;
 SELECT is(current_setting('stockpool.pooled_keys'),
-    ',' || (SELECT string_agg(format('1/%s/1', n), ',' ORDER BY n DESC) FROM generate_series(5, 20) AS g (n)) || ',',
-    'twenty keys noted: the newest 16 kept, newest first');
-DO $$ BEGIN PERFORM stockpool._pooled_note(1, 7, 1, true); END $$;
-SELECT is(split_part(current_setting('stockpool.pooled_keys'), ',', 2), '1/7/1', 'a key noted again moves to the front');
-SELECT is(array_length(string_to_array(btrim(current_setting('stockpool.pooled_keys'), ','), ','), 1), 16,
-    'once: still 16 keys');
-DO $$ BEGIN PERFORM stockpool._pooled_note(1, 7, 1, false); END $$;
-SELECT ok(strpos(current_setting('stockpool.pooled_keys'), ',1/7/1,') = 0 AND
-          array_length(string_to_array(btrim(current_setting('stockpool.pooled_keys'), ','), ','), 1) = 15,
+    ',' || (SELECT string_agg(format('1/%s/1:4', n), ',' ORDER BY n DESC) FROM generate_series(45, 300) AS g (n)) || ',',
+    '300 keys noted: the newest 256 kept, newest first, each with its buckets');
+DO $$ BEGIN PERFORM stockpool._pooled_note(1, 7, 1, 9); END $$;
+SELECT is(split_part(current_setting('stockpool.pooled_keys'), ',', 2), '1/7/1:9',
+    'a key noted again moves to the front, with its new buckets');
+SELECT is(array_length(string_to_array(btrim(current_setting('stockpool.pooled_keys'), ','), ','), 1), 256,
+    'the oldest one went: still 256 keys');
+DO $$ BEGIN PERFORM stockpool._pooled_note(1, 7, 1, 9); END $$;
+SELECT is(array_length(string_to_array(btrim(current_setting('stockpool.pooled_keys'), ','), ','), 1), 256,
+    'noted once: still 256 keys after the same key again');
+DO $$ BEGIN PERFORM stockpool._pooled_note(1, 7, 1, 0); END $$;
+SELECT ok(strpos(current_setting('stockpool.pooled_keys'), ',1/7/1:') = 0 AND
+          array_length(string_to_array(btrim(current_setting('stockpool.pooled_keys'), ','), ','), 1) = 255,
     'a key back on its ledger comes out, the others stay');
+DO $$ BEGIN PERFORM stockpool._pooled_note(1, 10, 1, 0); END $$;
+SELECT ok(strpos(current_setting('stockpool.pooled_keys'), ',1/100/1:4,') > 0,
+    'taking out 1/10/1 leaves 1/100/1 (a key that starts like it)');
 SAVEPOINT note;
-DO $$ BEGIN PERFORM stockpool._pooled_note(1, 99, 1, true); END $$;
+DO $$ BEGIN PERFORM stockpool._pooled_note(1, 999, 1, 4); END $$;
 ROLLBACK TO SAVEPOINT note;
-SELECT is(strpos(current_setting('stockpool.pooled_keys'), ',1/99/1,'), 0, 'a note made in a rolled-back subtransaction goes');
+SELECT is(strpos(current_setting('stockpool.pooled_keys'), ',1/999/1:'), 0, 'a note made in a rolled-back subtransaction goes');
+
+-- _should_look: the low-water look's odds, p_sampled times higher on the
+-- pool's path. A pool of level 4,000 (pool_cap 4,000, low_water 3,000): its
+-- mark is 3,000, so a look in 3,000 / 24 = 125 takes, one in 15.6 with
+-- p_sampled 8. 20,000 draws each, from a fixed seed.
+SELECT setseed(0.21);
+SELECT ok((SELECT count(*) FILTER (WHERE stockpool._should_look(4000, 3000, 4000, 1))
+           FROM generate_series(1, 20000)) BETWEEN 120 AND 200,
+    '_should_look, p_sampled 1: about 160 looks in 20,000 (one in 125)');
+SELECT ok((SELECT count(*) FILTER (WHERE stockpool._should_look(4000, 3000, 4000, 8))
+           FROM generate_series(1, 20000)) BETWEEN 1100 AND 1460,
+    '_should_look, p_sampled 8: about 1,280 looks (one in 15.6)');
+SELECT ok((SELECT bool_and(stockpool._should_look(16, 100, 4000, 1)) FROM generate_series(1, 1000)),
+    'a pool at the smallest level is looked at on every take');
 
 SELECT is_empty($$SELECT * FROM stockpool.check_invariants() WHERE item_id BETWEEN 2100 AND 2103$$,
     'invariants hold');

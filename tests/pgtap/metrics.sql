@@ -193,9 +193,17 @@ WHERE checkout_id = '00000000-0000-0000-0000-000000013041';
 SELECT is(stockpool.set_stock(1, 1304, 1, 1), 1, 'a cycle count finds 1: it expires I (1 expiry)');
 SELECT is(stockpool.set_stock(1, 1305, 1, 100), 100, 'key 1305 at 100');
 SELECT is(stockpool.replenish_pool(1, 1305, 1, 16), 16, 'a pool of 16 (1 refill), mark 12');
-SELECT ok(bool_and(stockpool.reserve_units(1, 1305, 1, 1, format('00000000-0000-0000-0000-0000000130%s', n)::uuid)),
+-- The session's note of pooled keys is cleared before each call: the careful
+-- path looks at the low water after every take of a pool this small, the
+-- pool's path in one call out of 8.
+SELECT ok(bool_and(r.held),
     'four one-unit reservations (4 reservations): the fourth finds 12 left and refills (1 refill)')
-FROM generate_series(51, 54) AS n;
+FROM (
+    SELECT pg_catalog.set_config('stockpool.pooled_keys', '', true) AS cleared,
+           stockpool.reserve_units(1, 1305, 1, 1, format('00000000-0000-0000-0000-0000000130%s', n)::uuid) AS held
+    FROM generate_series(51, 54) AS n
+    ORDER BY n
+) AS r;
 SELECT is(stockpool.set_stock(1, 1306, 1, 100), 100, 'key 1306 at 100');
 SELECT is(stockpool.replenish_pool(1, 1306, 1, 16), 16, 'a pool of 16 (1 refill)');
 SELECT ok(stockpool.reserve_cart(1, '00000000-0000-0000-0000-000000013061', '{1306}', '{1}', '{5}'),

@@ -315,11 +315,12 @@ SELECT functions_are('stockpool',
           '_stock_row', '_take',
           '_take_ledger', '_take_lines', '_take_waiting', '_unknown_key',
           '_tally_reservation', '_tally_refusal', '_tally_claim', '_tally_release', '_tally_expiry',
-          '_tally_refill', '_tally_no_new_hold', '_pooled_note', '_pooled_key'],
+          '_tally_refill', '_tally_no_new_hold', '_pooled_note', '_note_key', '_noted_buckets',
+          '_should_look', '_pool_look'],
     'stockpool has exactly its functions');
 SELECT is(
     (SELECT count(*)::integer FROM pg_catalog.pg_proc WHERE pronamespace = 'stockpool'::regnamespace),
-    59, 'no function is overloaded (59 names, 59 functions)');
+    62, 'no function is overloaded (62 names, 62 functions)');
 SELECT results_eq(
     $$SELECT p.proname::text COLLATE "default", pg_get_function_arguments(p.oid), pg_get_function_result(p.oid)
       FROM pg_catalog.pg_proc AS p

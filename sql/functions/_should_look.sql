@@ -1,0 +1,33 @@
+-- _should_look: whether a reservation that just took a unit of a pooled key
+-- looks at the pool's low water now (then _refill with p_low_water_only).
+-- Sampled: a look counts up to the refill mark (stockpool._refill_mark of
+-- the pool's level, stockpool._pool_level), so about one reservation in
+-- mark / c_looks looks: the counting costs about c_looks index entries per
+-- reservation whatever the pool's size, and a pool that drains from its mark
+-- is still looked at about c_looks times. A mark set very low (a small
+-- low_water) does not make every reservation look: the odds are never
+-- above c_looks per quarter of the level. p_sampled: the caller came here
+-- in one call out of p_sampled (reserve_units' pool's path), so the odds
+-- are that many times higher and the looks per reservation stay the same
+-- (while they stay below 1).
+-- A SQL function, inlined where it is called. VOLATILE (random()).
+-- Touches nothing.
+CREATE OR REPLACE FUNCTION stockpool._should_look(
+    p_pool_target integer,
+    p_low_water integer,
+    p_pool_cap integer,
+    p_sampled integer
+)
+RETURNS boolean
+LANGUAGE sql
+VOLATILE
+PARALLEL SAFE
+AS $function$
+    -- c_looks: 24 looks per mark's worth of reservations.
+    SELECT pg_catalog.random() * GREATEST(
+               stockpool._refill_mark(stockpool._pool_level(p_pool_target), p_low_water, p_pool_cap),
+               stockpool._pool_level(p_pool_target) / 4) < 24 * p_sampled;
+$function$;
+
+COMMENT ON FUNCTION stockpool._should_look(integer, integer, integer, integer) IS
+'Internal: whether a reservation that took a pooled unit looks at the pool''s low water now (sampled).';
