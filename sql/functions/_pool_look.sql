@@ -21,11 +21,7 @@ AS $function$
 DECLARE
     v_stock stockpool.stock;
 BEGIN
-    SELECT s.* INTO v_stock
-    FROM stockpool.stock AS s
-    WHERE s.shop_id = p_shop_id
-        AND s.item_id = p_item_id
-        AND s.location_id = p_location_id;
+    v_stock := stockpool._stock_row(p_shop_id, p_item_id, p_location_id);
     IF (CASE WHEN v_stock.pool_target > 0 THEN v_stock.buckets ELSE 0 END) <> p_noted_buckets THEN
         PERFORM stockpool._pooled_note(p_shop_id, p_item_id, p_location_id,
                                        CASE WHEN v_stock.pool_target > 0 THEN v_stock.buckets ELSE 0 END);
