@@ -65,6 +65,13 @@ _MOMENTS = {
 }
 
 
+def _default_sigint() -> None:
+    # As a user's terminal delivers it. A test run started in the background
+    # by a shell without job control inherits SIGINT ignored, and so would
+    # the CLI, which then never sees the Ctrl-C this test sends.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("moment", sorted(_MOMENTS))
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_cli_cleans_up_on_signal(scratch: Path, signum: int, moment: str) -> None:
@@ -73,6 +80,7 @@ def test_cli_cleans_up_on_signal(scratch: Path, signum: int, moment: str) -> Non
         env={**os.environ, "TMPDIR": str(scratch)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        preexec_fn=_default_sigint,
     )
     deadline = time.monotonic() + 60
     while not _MOMENTS[moment](scratch):
