@@ -236,8 +236,10 @@ BEGIN
 
     IF p_quantity = 1
         AND stockpool._take(p_shop_id, p_item_id, p_location_id, 1, v_stock.buckets) = 1 THEN
-        -- Low-water refill, only when this key has free stock to move; a
-        -- try-lock, so no buyer ever queues here; sampled (_should_look).
+        -- Low-water refill, only when this key has free stock to move;
+        -- sampled (_should_look). The refill lock is only tried, so no buyer
+        -- queues for another's look; the one that gets it may wait for the
+        -- ledger row (see Locks above).
         IF v_stock.on_hand > v_stock.allocated
             AND stockpool._should_look(v_stock.pool_target, v_stock.low_water, v_stock.pool_cap, 1) THEN
             IF stockpool._refill(p_shop_id, p_item_id, p_location_id,
