@@ -22,9 +22,9 @@ DECLARE
     v_stock stockpool.stock;
 BEGIN
     v_stock := stockpool._stock_row(p_shop_id, p_item_id, p_location_id);
-    IF (CASE WHEN v_stock.pool_target > 0 THEN v_stock.buckets ELSE 0 END) <> p_noted_buckets THEN
+    IF stockpool._buckets_to_note(v_stock.pool_target, v_stock.buckets) <> p_noted_buckets THEN
         PERFORM stockpool._pooled_note(p_shop_id, p_item_id, p_location_id,
-                                       CASE WHEN v_stock.pool_target > 0 THEN v_stock.buckets ELSE 0 END);
+                                       stockpool._buckets_to_note(v_stock.pool_target, v_stock.buckets));
     END IF;
     IF v_stock.on_hand > v_stock.allocated
         AND stockpool._should_look(v_stock.pool_target, v_stock.low_water, v_stock.pool_cap, p_sampled)

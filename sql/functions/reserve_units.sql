@@ -176,9 +176,9 @@ BEGIN
         PERFORM stockpool._mixed_key(p_shop_id, p_item_id, p_location_id, true);
     END IF;
 
-    IF (CASE WHEN v_stock.pool_target > 0 THEN v_stock.buckets ELSE 0 END) <> v_buckets THEN
+    IF stockpool._buckets_to_note(v_stock.pool_target, v_stock.buckets) <> v_buckets THEN
         PERFORM stockpool._pooled_note(p_shop_id, p_item_id, p_location_id,
-                                       CASE WHEN v_stock.pool_target > 0 THEN v_stock.buckets ELSE 0 END);
+                                       stockpool._buckets_to_note(v_stock.pool_target, v_stock.buckets));
     END IF;
 
     IF p_quantity > v_stock.on_hand THEN

@@ -215,6 +215,24 @@ ALTER FUNCTION stockpool._apply_on_hand(p_shop_id bigint, p_item_id bigint, p_lo
 COMMENT ON FUNCTION stockpool._apply_on_hand(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_value bigint, p_relative boolean) IS 'Internal: shared body of set_stock and adjust_stock.';
 
 --
+-- Name: _buckets_to_note(integer, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._buckets_to_note(p_pool_target integer, p_buckets integer) RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT CASE WHEN p_pool_target > 0 THEN p_buckets ELSE 0 END;
+$$;
+
+ALTER FUNCTION stockpool._buckets_to_note(p_pool_target integer, p_buckets integer) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _buckets_to_note(p_pool_target integer, p_buckets integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._buckets_to_note(p_pool_target integer, p_buckets integer) IS 'Internal: the buckets the session''s note of pooled keys records for a key''s row (0: no pool, not noted).';
+
+--
 -- Name: _cool(bigint, bigint, bigint, interval); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -753,9 +771,9 @@ DECLARE
     v_stock stockpool.stock;
 BEGIN
     v_stock := stockpool._stock_row(p_shop_id, p_item_id, p_location_id);
-    IF (CASE WHEN v_stock.pool_target > 0 THEN v_stock.buckets ELSE 0 END) <> p_noted_buckets THEN
+    IF stockpool._buckets_to_note(v_stock.pool_target, v_stock.buckets) <> p_noted_buckets THEN
         PERFORM stockpool._pooled_note(p_shop_id, p_item_id, p_location_id,
-                                       CASE WHEN v_stock.pool_target > 0 THEN v_stock.buckets ELSE 0 END);
+                                       stockpool._buckets_to_note(v_stock.pool_target, v_stock.buckets));
     END IF;
     IF v_stock.on_hand > v_stock.allocated
         AND stockpool._should_look(v_stock.pool_target, v_stock.low_water, v_stock.pool_cap, p_sampled)
@@ -3762,9 +3780,9 @@ BEGIN
         PERFORM stockpool._mixed_key(p_shop_id, p_item_id, p_location_id, true);
     END IF;
 
-    IF (CASE WHEN v_stock.pool_target > 0 THEN v_stock.buckets ELSE 0 END) <> v_buckets THEN
+    IF stockpool._buckets_to_note(v_stock.pool_target, v_stock.buckets) <> v_buckets THEN
         PERFORM stockpool._pooled_note(p_shop_id, p_item_id, p_location_id,
-                                       CASE WHEN v_stock.pool_target > 0 THEN v_stock.buckets ELSE 0 END);
+                                       stockpool._buckets_to_note(v_stock.pool_target, v_stock.buckets));
     END IF;
 
     IF p_quantity > v_stock.on_hand THEN
@@ -4948,6 +4966,12 @@ REVOKE ALL ON FUNCTION stockpool._add_units(p_shop_id bigint, p_item_id bigint, 
 --
 
 REVOKE ALL ON FUNCTION stockpool._apply_on_hand(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_value bigint, p_relative boolean) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _buckets_to_note(p_pool_target integer, p_buckets integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._buckets_to_note(p_pool_target integer, p_buckets integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _cool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quiet interval); Type: ACL; Schema: stockpool; Owner: stockpool_owner
