@@ -10,7 +10,7 @@
 -- (the hold row and one pool unit, _take, and no _record_hold), and a wrong
 -- note costs a path, never a wrong answer.
 BEGIN;
-SELECT plan(64);
+SELECT plan(68);
 SET LOCAL track_functions = 'pl';
 
 -- Calls of a stockpool function made so far in this transaction.
@@ -127,6 +127,18 @@ SELECT ok(stockpool.reserve_units(1, 2102, 1, 1, gen_random_uuid()), 'J: the not
 SELECT is(pg_temp.new_calls('_record_hold'), 0::bigint, 'J: by the pool''s path all the same');
 SELECT lives_ok($$SELECT stockpool._pool_look(1, 2102, 1, 1000, 1)$$, '_pool_look with the wrong buckets');
 SELECT is(current_setting('stockpool.pooled_keys'), ',1/2102/1:3,', 'brought the note up to date');
+-- A note that is not stockpool's own writing (buckets that are no number, or
+-- beyond integer) is refused as PostgreSQL refuses such a number: 22P02,
+-- 22003 (docs/api.md). RESET stockpool.pooled_keys clears it.
+SET LOCAL stockpool.pooled_keys = ',1/2102/1:x,';
+SELECT throws_ok($$SELECT stockpool.reserve_units(1, 2102, 1, 1, gen_random_uuid())$$, '22P02', NULL,
+    'a note with buckets ''x'': 22P02');
+SET LOCAL stockpool.pooled_keys = ',1/2102/1:99999999999,';
+SELECT throws_ok($$SELECT stockpool.reserve_units(1, 2102, 1, 1, gen_random_uuid())$$, '22003', NULL,
+    'a note with buckets beyond integer: 22003');
+RESET stockpool.pooled_keys;
+SELECT ok(stockpool.reserve_units(1, 2102, 1, 1, gen_random_uuid()), 'K: after RESET: held');
+SELECT is(pg_temp.new_calls('_record_hold'), 1::bigint, 'K: by the careful path, which notes the key again');
 SELECT is(stockpool.set_stock(1, 2103, 1, 10), 10, 'key 2103: 10 units');
 SELECT ok(stockpool.reserve_units(1, 2103, 1, 1, gen_random_uuid()), 'F: a quiet key while the note holds another');
 SELECT is(pg_temp.new_calls('_record_hold'), 0::bigint, 'F on the counter''s path');
