@@ -3671,6 +3671,9 @@ DECLARE
     v_stock stockpool.stock;
     -- The key's buckets in the session's note of pooled keys, 0 when not noted.
     v_buckets integer;
+    -- true when the pool's path wrote this call's hold row and found no unit
+    -- for it: the careful path takes one for that row (NULL otherwise).
+    v_held boolean;
 BEGIN
     IF p_shop_id IS NULL OR p_item_id IS NULL OR p_location_id IS NULL OR p_quantity IS NULL
         OR p_checkout_id IS NULL OR p_ttl IS NULL OR p_quantity <= 0 OR p_ttl <= interval '0' THEN
@@ -3742,29 +3745,31 @@ BEGIN
         v_buckets := stockpool._noted_buckets(p_shop_id, p_item_id, p_location_id);
     END IF;
     IF v_buckets > 0 AND p_quantity = 1 THEN
-        -- The pool's path (see above): the same hold row, then one unit of
-        -- the pool. A unit is only ever deleted, so a take that found none
-        -- holds no lock, and the rollback leaves nothing behind. Written out
-        -- beside the counter's path rather than merged with it: one block
-        -- for both cost the ledger path 2.4% more instructions (400,816
-        -- against 391,328; commands.md, run 17).
-        BEGIN
-            INSERT INTO stockpool.holds
-                (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at, created_at)
-            VALUES
-                (p_shop_id, p_checkout_id, p_item_id, p_location_id, 1, 'held',
-                 pg_catalog.now() + p_ttl, pg_catalog.clock_timestamp());
+        -- The pool's path (see above): the hold row, then one unit of the
+        -- pool. No subtransaction: the hold row goes in ON CONFLICT DO
+        -- NOTHING (_record_hold's INSERT written out), and one that went in
+        -- without a unit is the careful path's own first step (v_held); a
+        -- unit is only ever deleted, so a take that found none holds no
+        -- lock. Against the subtransaction: the same instructions (469,508
+        -- against 467,961) and no subtransaction id, which a busy server's
+        -- snapshots and commits pay for (docs/pools.md, run 18). A TTL
+        -- beyond the timestamp range raises 22008 here, before the careful
+        -- path could refuse the call.
+        INSERT INTO stockpool.holds AS h
+            (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at, created_at)
+        VALUES
+            (p_shop_id, p_checkout_id, p_item_id, p_location_id, 1, 'held',
+             pg_catalog.now() + p_ttl, pg_catalog.clock_timestamp())
+        ON CONFLICT ON CONSTRAINT holds_pkey DO NOTHING;
+        IF FOUND THEN
             IF stockpool._take(p_shop_id, p_item_id, p_location_id, 1, v_buckets) = 1 THEN
                 IF pg_catalog.random() * c_sample < 1 THEN
                     PERFORM stockpool._pool_look(p_shop_id, p_item_id, p_location_id, v_buckets, c_sample);
                 END IF;
                 RETURN true;
             END IF;
-            RAISE EXCEPTION USING ERRCODE = 'SPX03';
-        EXCEPTION
-            WHEN SQLSTATE 'SPX03' OR unique_violation OR datetime_field_overflow THEN
-                NULL;
-        END;
+            v_held := true;
+        END IF;
     END IF;
 
     -- _stock_row inlined: a PL/pgSQL call costs about as much as the read.
@@ -3785,10 +3790,12 @@ BEGIN
                                        stockpool._buckets_to_note(v_stock.pool_target, v_stock.buckets));
     END IF;
 
-    IF p_quantity > v_stock.on_hand THEN
+    IF p_quantity > v_stock.on_hand AND v_held IS NOT TRUE THEN
         -- No new hold can be that big: only a retry of an old one succeeds.
         -- (The ledger row's on_hand still counts pending claims, so it is
         -- never below the true figure: this only answers what it must.)
+        -- Not with v_held: the row there is this call's own, and the
+        -- refusal at the end deletes it.
         IF stockpool._existing_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
                                     p_quantity, p_ttl) THEN
             PERFORM stockpool._tally_no_new_hold();
@@ -3802,8 +3809,9 @@ BEGIN
     -- The hold row goes in first, and inserting it is the idempotency check:
     -- a row already there (a retry, or a hold to re-open) takes the careful
     -- path below; a new one costs no separate look-up.
-    IF NOT stockpool._record_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
-                                  p_quantity, p_ttl, p_reopen => false) THEN
+    IF v_held IS NOT TRUE
+        AND NOT stockpool._record_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
+                                       p_quantity, p_ttl, p_reopen => false) THEN
         IF stockpool._existing_hold(p_shop_id, p_checkout_id, p_item_id, p_location_id,
                                     p_quantity, p_ttl) THEN
             PERFORM stockpool._tally_no_new_hold();

@@ -7,10 +7,11 @@
 -- The session's note of pooled keys (stockpool.pooled_keys, _pooled_note):
 -- a pooled key goes in with its buckets, a key back on its ledger comes out,
 -- a noted key skips the counter's path and takes one unit by the pool's path
--- (the hold row and one pool unit, _take, and no _record_hold), and a wrong
+-- (the hold row and one pool unit, _take, and no _record_hold; a hold row
+-- that went in without a unit gets one from the careful path), and a wrong
 -- note costs a path, never a wrong answer.
 BEGIN;
-SELECT plan(68);
+SELECT plan(75);
 SET LOCAL track_functions = 'pl';
 
 -- Calls of a stockpool function made so far in this transaction.
@@ -111,17 +112,31 @@ SELECT results_eq(
 SELECT ok(stockpool.reserve_units(1, 2102, 1, 1, '00000000-0000-0000-0021-000000000005'), 'E again: true');
 SELECT is(pg_temp.new_calls('_record_hold'), 1::bigint, 'answered by the careful path (the hold row was there)');
 SELECT is((SELECT count(*)::integer FROM stockpool.pool_units WHERE item_id = 2102), 18,
-    'and the retry took no unit: still 18 in the pool (negative control of the rollback)');
+    'and the retry took no unit: still 18 in the pool (the take runs only when the hold row went in)');
 DELETE FROM stockpool.pool_units WHERE item_id = 2102;
 UPDATE stockpool.stock SET allocated = allocated - 18 WHERE (shop_id, item_id, location_id) = (1, 2102, 1);
+DO $$ BEGIN PERFORM pg_temp.new_calls('_take_lines'); END $$;
 SELECT ok(stockpool.reserve_units(1, 2102, 1, 1, '00000000-0000-0000-0021-000000000006'),
     'I: the pool empty, 98 units free on the ledger: held, not refused');
-SELECT is(pg_temp.new_calls('_record_hold'), 1::bigint, 'I: by the careful path, after the pool''s path found no unit');
+SELECT is(pg_temp.new_calls('_record_hold'), 0::bigint, 'I: the hold row written by the pool''s path');
+SELECT is(pg_temp.new_calls('_take_lines'), 1::bigint,
+    'I: its unit taken by the careful path (from the ledger), after the pool''s path found none');
 SELECT results_eq(
     $$SELECT (SELECT count(*)::integer FROM stockpool.holds WHERE item_id = 2102),
              (SELECT allocated - (SELECT count(*)::integer FROM stockpool.pool_units WHERE item_id = 2102)
               FROM stockpool.stock WHERE (shop_id, item_id, location_id) = (1, 2102, 1))$$,
     $$VALUES (3, 3)$$, 'I: three hold rows (D, E, I), and held units = allocated less pooled: nothing left behind');
+-- Refused after the pool's path wrote the hold row: the row goes.
+SELECT is(stockpool.set_stock(1, 2104, 1, 0), 0, 'key 2104: no units');
+SELECT is(stockpool.set_stock(1, 2105, 1, 1), 1, 'key 2105: one unit');
+SELECT ok(stockpool.reserve_units(1, 2105, 1, 1, gen_random_uuid()), 'key 2105''s unit held');
+SET LOCAL stockpool.pooled_keys = ',1/2104/1:3,1/2105/1:3,';
+SELECT ok(NOT stockpool.reserve_units(1, 2104, 1, 1, gen_random_uuid()),
+    'L: a noted key with no units on hand: false (not a retry of the row the pool''s path wrote)');
+SELECT ok(NOT stockpool.reserve_units(1, 2105, 1, 1, gen_random_uuid()), 'L: a noted key sold out: false');
+SELECT results_eq(
+    $$SELECT item_id, count(*)::integer FROM stockpool.holds WHERE item_id IN (2104, 2105) GROUP BY item_id$$,
+    $$VALUES (2105::bigint, 1)$$, 'L: neither refusal left a hold row');
 SET LOCAL stockpool.pooled_keys = ',1/2102/1:1000,';
 SELECT ok(stockpool.reserve_units(1, 2102, 1, 1, gen_random_uuid()), 'J: the note''s buckets wrong (1000 of 3): held');
 SELECT is(pg_temp.new_calls('_record_hold'), 0::bigint, 'J: by the pool''s path all the same');
@@ -145,8 +160,10 @@ SELECT is(pg_temp.new_calls('_record_hold'), 0::bigint, 'F on the counter''s pat
 
 -- A wrong note costs a path, never an answer.
 SET LOCAL stockpool.pooled_keys = ',1/2103/1:3,1/2102/1:3,';
+DO $$ BEGIN PERFORM pg_temp.new_calls('_take_ledger'); END $$;
 SELECT ok(stockpool.reserve_units(1, 2103, 1, 1, gen_random_uuid()), 'G: the quiet key, wrongly noted: held');
-SELECT is(pg_temp.new_calls('_record_hold'), 1::bigint, 'by the careful path (negative control of the look)');
+SELECT is(pg_temp.new_calls('_take_ledger'), 1::bigint,
+    'by the careful path''s ledger try, after the pool''s path found no unit (negative control of the look)');
 SELECT is(current_setting('stockpool.pooled_keys'), ',1/2102/1:3,', 'which took the key out of the note');
 SELECT is((SELECT allocated FROM stockpool.stock WHERE (shop_id, item_id, location_id) = (1, 2103, 1)), 2,
     'from its ledger row: allocated 2');
