@@ -9,7 +9,8 @@
 -- keys between commas, each with its buckets, ',shop/item/location:buckets,
 -- ...,' (_note_key writes a key), or empty. Not a table: reserve_units
 -- reads it with a string search (and a noted key's buckets with a second,
--- _noted_buckets), and a session that never saw a pooled key carries none. It is a hint and nothing more: a key wrongly in it (its
+-- _noted_buckets), and a session that never saw a pooled key carries none.
+-- It is a hint and nothing more: a key wrongly in it (its
 -- pool has cooled since) only takes the careful path, which takes it out;
 -- one wrongly missing only pays one try; buckets out of date only start the
 -- pool's takes on fewer or more buckets than the pool has (the takes still
