@@ -45,6 +45,7 @@ DECLARE
     v_many text;
     v_one text;
     v_config text := '';
+    v_dispatch text;
 BEGIN
     SELECT pg_catalog.array_agg(c.relname::text ORDER BY m.remainder),
            pg_catalog.array_agg(m.remainder ORDER BY m.remainder),
@@ -67,9 +68,16 @@ BEGIN
         AND NOT EXISTS (SELECT FROM pg_catalog.unnest(v_moduli) AS x (m) WHERE x.m <> v_modulus)
         AND v_remainders = ARRAY(SELECT pg_catalog.generate_series(0, v_modulus - 1));
     IF v_direct THEN
-        v_routing := pg_catalog.format(
-            '(((pg_catalog.hashint8extended(p_shop_id, %s) & %s) + %s) & %s)::integer',
-            c_seed, v_modulus - 1, (c_combine % v_modulus)::integer, v_modulus - 1);
+        -- What the claim dispatches on: the hash's low bits. The routing adds
+        -- the constant and masks again; instead, each leaf's WHEN tests its
+        -- remainder minus the constant, modulo the modulus (c_combine below).
+        -- The same leaf, for three fewer function calls in the expression
+        -- that PL/pgSQL prepares again in every transaction (0.6% of a
+        -- pooled reservation's instructions).
+        v_dispatch := pg_catalog.format('pg_catalog.hashint8extended(p_shop_id, %s) & %s',
+                                        c_seed, v_modulus - 1);
+        v_routing := pg_catalog.format('(((%s) + %s) & %s)::integer',
+                                       v_dispatch, (c_combine % v_modulus)::integer, v_modulus - 1);
         -- The routing must agree with PostgreSQL's own for every kind of id.
         EXECUTE pg_catalog.format($check$
             SELECT pg_catalog.bool_and(pg_catalog.satisfies_hash_partition(
@@ -128,9 +136,11 @@ BEGIN
     $sql$ USING p_shop_id, p_item_id, p_location_id, v_start, %2$s;$many$;
 
     IF v_direct THEN
-        v_one := pg_catalog.format(E'\n    CASE %s', v_routing);
+        v_one := pg_catalog.format(E'\n    CASE %s', v_dispatch);
         FOR v_i IN 1..pg_catalog.cardinality(v_leaves) LOOP
-            v_one := v_one || pg_catalog.format(E'\n    WHEN %s THEN', v_remainders[v_i])
+            v_one := v_one || pg_catalog.format(
+                    E'\n    WHEN %s THEN',
+                    (v_remainders[v_i] - (c_combine % v_modulus)::integer + v_modulus) % v_modulus)
                 || pg_catalog.format(v_claim, v_leaves[v_i], '', '>=')
                 || E'\n        IF NOT FOUND AND v_start > 0 THEN'
                 || pg_catalog.replace(pg_catalog.format(v_claim, v_leaves[v_i], '', '<'),

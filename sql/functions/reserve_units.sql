@@ -108,8 +108,13 @@ BEGIN
     -- WAL record and an index look more. The ledger row's UPDATE is
     -- _take_ledger's statement written out (a PL/pgSQL call would cost this
     -- path about 3% of its instructions): a change to one is a change to both.
-    IF pg_catalog.strpos(coalesce(pg_catalog.current_setting('stockpool.pooled_keys', true), ''),
-                         stockpool._note_key(p_shop_id, p_item_id, p_location_id)) = 0 THEN
+    -- Whether the key is noted: split_part, not strpos. Both search the note
+    -- by bytes, but strpos then counts the characters before a match (a UTF-8
+    -- database's note is multibyte text), and the hottest keys sit deep in
+    -- a note (the newest go first): 6% of a noted key's instructions with 200
+    -- keys noted (docs/pools.md, run 19).
+    IF pg_catalog.split_part(coalesce(pg_catalog.current_setting('stockpool.pooled_keys', true), ''),
+                             stockpool._note_key(p_shop_id, p_item_id, p_location_id), 2) = '' THEN
         BEGIN
             INSERT INTO stockpool.holds
                 (shop_id, checkout_id, item_id, location_id, quantity, status, expires_at, created_at)
