@@ -4,12 +4,18 @@
 -- the pool's level, stockpool._pool_level), so about one reservation in
 -- mark / c_looks looks: the counting costs about c_looks index entries per
 -- reservation whatever the pool's size, and a pool that drains from its mark
--- is still looked at about c_looks times. A mark set very low (a small
--- low_water) does not make every reservation look: the odds are never
--- above c_looks per quarter of the level. p_sampled: the caller came here
--- in one call out of p_sampled (reserve_units' pool's path), so the odds
--- are that many times higher and the looks per reservation stay the same
--- (while they stay below 1).
+-- is still looked at about c_looks times (none of 8 comes in about one
+-- pool's draining in 3,000; the next buyer to find it empty refills it).
+-- A look runs in the reservation's transaction and costs about what a
+-- reservation does: with 24 looks, a key of a 640-unit pool spent 15% of
+-- its reservations' instructions on them (docs/pools.md, run 19). A mark
+-- set very low (a small low_water) does not make every reservation look:
+-- the odds are never above c_looks per quarter of the level. But a pool
+-- whose mark and quarter level are at most c_always units is looked at on
+-- every take: a new pool (16 units) is topped up as soon as it is down to
+-- its mark. p_sampled: the caller came here in one call out of p_sampled
+-- (reserve_units' pool's path), so the odds are that many times higher and
+-- the looks per reservation stay the same (while they stay below 1).
 -- A SQL function, inlined where it is called. VOLATILE (random()).
 -- Touches nothing.
 CREATE OR REPLACE FUNCTION stockpool._should_look(
@@ -23,10 +29,13 @@ LANGUAGE sql
 VOLATILE
 PARALLEL SAFE
 AS $function$
-    -- c_looks: 24 looks per mark's worth of reservations.
-    SELECT pg_catalog.random() * GREATEST(
+    -- c_looks: 8 looks per mark's worth of reservations; and a mark (or
+    -- quarter level) of at most c_always, 24 units, on every take.
+    SELECT GREATEST(stockpool._refill_mark(stockpool._pool_level(p_pool_target), p_low_water, p_pool_cap),
+                    stockpool._pool_level(p_pool_target) / 4) <= 24
+        OR pg_catalog.random() * GREATEST(
                stockpool._refill_mark(stockpool._pool_level(p_pool_target), p_low_water, p_pool_cap),
-               stockpool._pool_level(p_pool_target) / 4) < 24 * p_sampled;
+               stockpool._pool_level(p_pool_target) / 4) < 8 * p_sampled;
 $function$;
 
 COMMENT ON FUNCTION stockpool._should_look(integer, integer, integer, integer) IS

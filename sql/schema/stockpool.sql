@@ -1255,10 +1255,13 @@ COMMENT ON FUNCTION stockpool._settle_due(p_batch integer) IS 'Internal: fold th
 CREATE FUNCTION stockpool._should_look(p_pool_target integer, p_low_water integer, p_pool_cap integer, p_sampled integer) RETURNS boolean
     LANGUAGE sql PARALLEL SAFE
     AS $$
-    -- c_looks: 24 looks per mark's worth of reservations.
-    SELECT pg_catalog.random() * GREATEST(
+    -- c_looks: 8 looks per mark's worth of reservations; and a mark (or
+    -- quarter level) of at most c_always, 24 units, on every take.
+    SELECT GREATEST(stockpool._refill_mark(stockpool._pool_level(p_pool_target), p_low_water, p_pool_cap),
+                    stockpool._pool_level(p_pool_target) / 4) <= 24
+        OR pg_catalog.random() * GREATEST(
                stockpool._refill_mark(stockpool._pool_level(p_pool_target), p_low_water, p_pool_cap),
-               stockpool._pool_level(p_pool_target) / 4) < 24 * p_sampled;
+               stockpool._pool_level(p_pool_target) / 4) < 8 * p_sampled;
 $$;
 
 ALTER FUNCTION stockpool._should_look(p_pool_target integer, p_low_water integer, p_pool_cap integer, p_sampled integer) OWNER TO stockpool_owner;

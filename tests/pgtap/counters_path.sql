@@ -11,7 +11,7 @@
 -- that went in without a unit gets one from the careful path), and a wrong
 -- note costs a path, never a wrong answer.
 BEGIN;
-SELECT plan(75);
+SELECT plan(77);
 SET LOCAL track_functions = 'pl';
 
 -- Calls of a stockpool function made so far in this transaction.
@@ -199,17 +199,24 @@ SELECT is(strpos(current_setting('stockpool.pooled_keys'), ',1/999/1:'), 0, 'a n
 
 -- _should_look: the low-water look's odds, p_sampled times higher on the
 -- pool's path. A pool of level 4,000 (pool_cap 4,000, low_water 3,000): its
--- mark is 3,000, so a look in 3,000 / 24 = 125 takes, one in 15.6 with
+-- mark is 3,000, so a look in 3,000 / 8 = 375 takes, one in 46.9 with
 -- p_sampled 8. 20,000 draws each, from a fixed seed.
 SELECT setseed(0.21);
 SELECT ok((SELECT count(*) FILTER (WHERE stockpool._should_look(4000, 3000, 4000, 1))
-           FROM generate_series(1, 20000)) BETWEEN 120 AND 200,
-    '_should_look, p_sampled 1: about 160 looks in 20,000 (one in 125)');
+           FROM generate_series(1, 20000)) BETWEEN 35 AND 75,
+    '_should_look, p_sampled 1: about 53 looks in 20,000 (one in 375)');
 SELECT ok((SELECT count(*) FILTER (WHERE stockpool._should_look(4000, 3000, 4000, 8))
-           FROM generate_series(1, 20000)) BETWEEN 1100 AND 1460,
-    '_should_look, p_sampled 8: about 1,280 looks (one in 15.6)');
+           FROM generate_series(1, 20000)) BETWEEN 360 AND 500,
+    '_should_look, p_sampled 8: about 427 looks (one in 46.9)');
 SELECT ok((SELECT bool_and(stockpool._should_look(16, 100, 4000, 1)) FROM generate_series(1, 1000)),
     'a pool at the smallest level is looked at on every take');
+-- Level 96, low_water 24: mark 24 and a quarter of the level 24, so every
+-- take looks; at level 100 the quarter is 25, and 8 takes in 25 do.
+SELECT ok((SELECT bool_and(stockpool._should_look(96, 24, 4000, 1)) FROM generate_series(1, 1000)),
+    'a mark and quarter level of 24: looked at on every take');
+SELECT ok((SELECT count(*) FILTER (WHERE stockpool._should_look(100, 24, 4000, 1))
+           FROM generate_series(1, 1000)) BETWEEN 250 AND 400,
+    'a quarter level of 25: about 320 looks in 1,000 (8 in 25)');
 
 SELECT is_empty($$SELECT * FROM stockpool.check_invariants() WHERE item_id BETWEEN 2100 AND 2103$$,
     'invariants hold');
