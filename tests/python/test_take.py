@@ -99,9 +99,9 @@ def test_one_unit_goes_to_the_shops_own_leaf(conn: psycopg.Connection) -> None:
     in the pool, one call takes one, for a shop of every leaf. (A claim sent to
     a wrong leaf finds nothing there; reserve_units would still succeed by its
     careful path, so only a direct call shows it.)"""
-    leaves = {}
+    leaves: dict[str, int] = {}
     for shop in range(1, 14):
-        (leaf,) = conn.execute(
+        row = conn.execute(
             "SELECT c.relname::text FROM pg_catalog.pg_inherits AS i"
             " JOIN pg_catalog.pg_class AS c ON c.oid = i.inhrelid"
             " CROSS JOIN LATERAL pg_catalog.regexp_match(pg_catalog.pg_get_expr(c.relpartbound, c.oid),"
@@ -110,8 +110,9 @@ def test_one_unit_goes_to_the_shops_own_leaf(conn: psycopg.Connection) -> None:
             "     AND pg_catalog.satisfies_hash_partition('stockpool.pool_units'::pg_catalog.regclass,"
             "         b[1]::integer, b[2]::integer, %s::bigint)",
             (shop,),
-        ).fetchone() or (None,)
-        leaves.setdefault(leaf, shop)
+        ).fetchone()
+        assert row is not None, f"shop {shop}: no leaf satisfies its hash partition bound"
+        leaves.setdefault(row[0], shop)
     (count,) = conn.execute(
         "SELECT pg_catalog.count(*)::integer FROM pg_catalog.pg_inherits"
         " WHERE inhparent = 'stockpool.pool_units'::pg_catalog.regclass"
@@ -121,12 +122,13 @@ def test_one_unit_goes_to_the_shops_own_leaf(conn: psycopg.Connection) -> None:
         conn.execute("SELECT stockpool.set_stock(%s, 8, 1, 100)", (shop,))
         conn.execute("SELECT stockpool.replenish_pool(%s, 8, 1, 40)", (shop,))
         (buckets,) = conn.execute(
-            "SELECT buckets FROM stockpool.stock WHERE shop_id = %s AND item_id = 8 AND location_id = 1", (shop,)
+            "SELECT buckets FROM stockpool.stock WHERE shop_id = %s AND item_id = 8 AND location_id = 1",
+            (shop,),
         ).fetchone() or (0,)
         for _ in range(3):
-            assert conn.execute(
-                "SELECT stockpool._take(%s, 8, 1, 1, %s)", (shop, buckets)
-            ).fetchone() == (1,), f"shop {shop}: no unit taken from {leaf}"
+            assert conn.execute("SELECT stockpool._take(%s, 8, 1, 1, %s)", (shop, buckets)).fetchone() == (
+                1,
+            ), f"shop {shop}: no unit taken from {leaf}"
         assert conn.execute(
             "SELECT pg_catalog.count(*)::integer FROM stockpool.pool_units"
             " WHERE shop_id = %s AND item_id = 8 AND location_id = 1",
