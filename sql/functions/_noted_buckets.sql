@@ -2,9 +2,9 @@
 -- (stockpool.pooled_keys, _pooled_note) records for a key, or 0 when the key
 -- is not in it: the text between the key (_note_key) and the next comma.
 -- reserve_units reads it for a key its cheaper test (split_part of the note
--- at _note_key, not empty) found in the note: more than 0 sends one unit to the pool's path, whose
--- take starts at a random one of that many buckets. A SQL function, inlined
--- where it is called.
+-- at _note_key, not empty) found in the note: more than 0 sends one unit to
+-- the pool's path, whose take starts at a random one of that many buckets.
+-- A SQL function, inlined where it is called.
 -- STABLE, as current_setting() is. Touches nothing.
 CREATE OR REPLACE FUNCTION stockpool._noted_buckets(
     p_shop_id bigint,
