@@ -25,6 +25,12 @@ from support import scalar
 
 pytestmark = pytest.mark.timeout(300)
 
+# Keys of the catalogue cells: 2,000 of 500 units. With 300, a warm uniform
+# cell (a warm-up and the cell, 2 s each) on a fast moment of CI's machine
+# (31,354 counter+hold reservations/s) sold a few keys out, and the cell was
+# rightly marked invalid: "reserved 62390 of 62430".
+CATALOGUE_KEYS = 2_000
+
 CLIENTS = [1, 8]
 
 
@@ -41,7 +47,7 @@ def run(pg_server: Any) -> model.BenchRun:
         soak_seconds=10,
         soak_clients=4,
         jobs=2,
-        catalogue_keys=300,
+        catalogue_keys=CATALOGUE_KEYS,
         catalogue_clients=[4],
     )
     lines: list[str] = []
@@ -153,7 +159,7 @@ def test_catalogue_cells_count_reservations_and_the_pool_they_left(run: model.Be
                 assert cell.transactions - 4 <= cell.reserved <= cell.transactions + 4
                 if strategy == "stockpool":
                     assert cell.invariant_violations == 0
-                    assert cell.keys_touched is not None and 0 < cell.keys_touched <= 300
+                    assert cell.keys_touched is not None and 0 < cell.keys_touched <= CATALOGUE_KEYS
                     assert cell.pool_rows is not None and cell.pool_bytes is not None
                 else:
                     assert cell.pool_rows is None
