@@ -807,26 +807,36 @@ DECLARE
     -- careful path, at 256 7% (commands.md, run 17). A search of a full
     -- note (about 4 kB) costs a reservation about 2 microseconds.
     c_keys constant integer := 256;
-    -- The key as written in the note, without its leading comma.
-    v_key text := pg_catalog.ltrim(stockpool._note_key(p_shop_id, p_item_id, p_location_id), ',');
+    -- The key as the note writes it, between its leading comma and its buckets.
+    v_key text := stockpool._note_key(p_shop_id, p_item_id, p_location_id);
     v_note text := coalesce(pg_catalog.current_setting('stockpool.pooled_keys', true), '');
-    v_keys text[];
+    -- What follows the key in the note: its buckets and the keys after it;
+    -- empty when the key is not noted.
+    v_after text := pg_catalog.split_part(v_note, v_key, 2);
 BEGIN
-    SELECT coalesce(pg_catalog.array_agg(k.entry ORDER BY k.n), ARRAY[]::text[])
-    INTO v_keys
-    FROM pg_catalog.unnest(pg_catalog.string_to_array(pg_catalog.btrim(v_note, ','), ','))
-        WITH ORDINALITY AS k (entry, n)
-    WHERE pg_catalog.starts_with(k.entry, v_key) IS NOT TRUE;
-    IF p_buckets > 0 THEN
-        v_keys := (ARRAY[v_key || p_buckets] || v_keys)[1:c_keys];
+    -- String functions only, each one pass over the note in C: every session
+    -- notes each pooled key it meets, and taking the note apart into rows
+    -- cost a discovery more than the reservation it was part of.
+    IF v_after <> '' THEN
+        -- The key's entry out: what came before it, then from the comma
+        -- that ends its buckets.
+        v_note := pg_catalog.split_part(v_note, v_key, 1)
+            || pg_catalog.substr(v_after, pg_catalog.strpos(v_after, ','));
     END IF;
-    PERFORM pg_catalog.set_config(
-        'stockpool.pooled_keys',
-        CASE WHEN pg_catalog.cardinality(v_keys) > 0
-            THEN ',' || pg_catalog.array_to_string(v_keys, ',') || ','
-            ELSE ''
-        END,
-        false);
+    IF p_buckets > 0 THEN
+        v_note := v_key || p_buckets || CASE WHEN v_note = '' THEN ',' ELSE v_note END;
+        -- One comma more than keys; an entry is at least 8 bytes, so a
+        -- shorter note cannot hold too many. Past c_keys the oldest go.
+        IF pg_catalog.octet_length(v_note) > 8 * c_keys
+            AND pg_catalog.octet_length(v_note)
+                - pg_catalog.octet_length(pg_catalog.replace(v_note, ',', '')) > c_keys + 1 THEN
+            v_note := ',' || pg_catalog.array_to_string(
+                (pg_catalog.string_to_array(pg_catalog.btrim(v_note, ','), ','))[1:c_keys], ',') || ',';
+        END IF;
+    ELSIF v_note = ',' THEN
+        v_note := '';
+    END IF;
+    PERFORM pg_catalog.set_config('stockpool.pooled_keys', v_note, false);
 END;
 $$;
 
