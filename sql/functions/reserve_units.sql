@@ -137,6 +137,30 @@ BEGIN
             IF FOUND THEN
                 RETURN true;
             END IF;
+            -- A key found pooled (a session's first call on it since its
+            -- buyers met): one unit comes from the pool here, with the hold
+            -- row already in; then _pool_look notes the key and makes the
+            -- careful path's low-water look (p_sampled 1: every take). The
+            -- row as read now may be newer than the one the try saw, and a
+            -- try that saw it unpooled may have locked a newer version (see
+            -- _take_ledger): the pool row is only tried (SKIP LOCKED), and
+            -- the look's refill waits for the ledger row only as the careful
+            -- path's does, after a take (that lock, if held, is this call's
+            -- own). No unit: the try is rolled back and the careful path
+            -- answers.
+            IF p_quantity = 1 THEN
+                SELECT s.buckets INTO v_buckets
+                FROM stockpool.stock AS s
+                WHERE s.shop_id = p_shop_id
+                    AND s.item_id = p_item_id
+                    AND s.location_id = p_location_id
+                    AND s.pool_target > 0
+                    AND NOT s.named;
+                IF FOUND AND stockpool._take(p_shop_id, p_item_id, p_location_id, 1, v_buckets) = 1 THEN
+                    PERFORM stockpool._pool_look(p_shop_id, p_item_id, p_location_id, 0, 1);
+                    RETURN true;
+                END IF;
+            END IF;
             RAISE EXCEPTION USING ERRCODE = 'SPX03';
         EXCEPTION
             -- datetime_field_overflow: now() + p_ttl beyond timestamptz; the

@@ -11,7 +11,7 @@
 -- that went in without a unit gets one from the careful path), and a wrong
 -- note costs a path, never a wrong answer.
 BEGIN;
-SELECT plan(77);
+SELECT plan(87);
 SET LOCAL track_functions = 'pl';
 
 -- Calls of a stockpool function made so far in this transaction.
@@ -90,8 +90,16 @@ SELECT is(stockpool.set_stock(1, 2102, 1, 100), 100, 'key 2102: 100 units');
 SELECT is(stockpool.replenish_pool(1, 2102, 1, 20), 20, '20 of them pooled');
 UPDATE stockpool.stock SET buckets = 3 WHERE (shop_id, item_id, location_id) = (1, 2102, 1);
 DO $$ BEGIN PERFORM pg_temp.new_calls('_take'); END $$;
-SELECT ok(stockpool.reserve_units(1, 2102, 1, 1, gen_random_uuid()), 'D: 1 unit of the pooled key');
-SELECT is(pg_temp.new_calls('_record_hold'), 1::bigint, 'D: by the careful path (the try missed)');
+DO $$ BEGIN PERFORM pg_temp.new_calls('_pool_look'); END $$;
+SELECT ok(stockpool.reserve_units(1, 2102, 1, 1, '00000000-0000-0000-0021-000000000004'), 'D: 1 unit of the pooled key');
+SELECT is(pg_temp.new_calls('_record_hold'), 0::bigint, 'D: not by the careful path: the try''s hold row kept');
+SELECT is(pg_temp.new_calls('_take'), 1::bigint, 'D: and one pool unit taken after the try missed');
+SELECT is(pg_temp.new_calls('_pool_look'), 1::bigint, 'D: then the look that notes the key');
+SELECT results_eq(
+    $$SELECT (SELECT count(*)::integer FROM stockpool.pool_units WHERE item_id = 2102),
+             (SELECT count(*)::integer FROM stockpool.holds WHERE checkout_id = '00000000-0000-0000-0021-000000000004'),
+             (SELECT allocated FROM stockpool.stock WHERE (shop_id, item_id, location_id) = (1, 2102, 1))$$,
+    $$VALUES (19, 1, 20)$$, 'D: 19 units left in the pool, one hold row, allocated still 20');
 SELECT is(current_setting('stockpool.pooled_keys'), ',1/2102/1:3,', 'the key is in the note, with its 3 buckets');
 SELECT is(stockpool._noted_buckets(1, 2102, 1), 3, '_noted_buckets reads them');
 SELECT is(stockpool._noted_buckets(1, 210, 1), 0, 'and 0 for a key not noted (1/210/1 is a prefix of 1/2102/1)');
@@ -153,7 +161,8 @@ SELECT throws_ok($$SELECT stockpool.reserve_units(1, 2102, 1, 1, gen_random_uuid
     'a note with buckets beyond integer: 22003');
 RESET stockpool.pooled_keys;
 SELECT ok(stockpool.reserve_units(1, 2102, 1, 1, gen_random_uuid()), 'K: after RESET: held');
-SELECT is(pg_temp.new_calls('_record_hold'), 1::bigint, 'K: by the careful path, which notes the key again');
+SELECT is(pg_temp.new_calls('_record_hold'), 0::bigint, 'K: by the try''s hold row and a pool unit, as D');
+SELECT is(current_setting('stockpool.pooled_keys'), ',1/2102/1:3,', 'K: which noted the key again');
 SELECT is(stockpool.set_stock(1, 2103, 1, 10), 10, 'key 2103: 10 units');
 SELECT ok(stockpool.reserve_units(1, 2103, 1, 1, gen_random_uuid()), 'F: a quiet key while the note holds another');
 SELECT is(pg_temp.new_calls('_record_hold'), 0::bigint, 'F on the counter''s path');
@@ -170,6 +179,26 @@ SELECT is((SELECT allocated FROM stockpool.stock WHERE (shop_id, item_id, locati
 SET LOCAL stockpool.pooled_keys = '';
 SELECT ok(stockpool.reserve_units(1, 2102, 1, 1, gen_random_uuid()), 'H: the pooled key, missing from the note: held');
 SELECT is(current_setting('stockpool.pooled_keys'), ',1/2102/1:3,', 'and noted again');
+
+-- A pooled key whose pool has no free unit, not noted: the try's hold row
+-- goes back with it, and the careful path refills the pool and answers.
+SELECT is(stockpool.set_stock(1, 2106, 1, 10), 10, 'key 2106: 10 units');
+SELECT is(stockpool.replenish_pool(1, 2106, 1, 2), 2, '2 of them pooled');
+DELETE FROM stockpool.pool_units WHERE (shop_id, item_id, location_id) = (1, 2106, 1);
+UPDATE stockpool.stock SET allocated = 0 WHERE (shop_id, item_id, location_id) = (1, 2106, 1);
+SET LOCAL stockpool.pooled_keys = '';
+DO $$ BEGIN PERFORM pg_temp.new_calls('_record_hold'); END $$;
+SELECT ok(stockpool.reserve_units(1, 2106, 1, 1, '00000000-0000-0000-0021-000000000007'),
+    'L: a pooled key with an empty pool, not noted: held');
+SELECT is(pg_temp.new_calls('_record_hold'), 1::bigint, 'L: by the careful path (the try found no unit)');
+SELECT results_eq(
+    $$SELECT (SELECT count(*)::integer FROM stockpool.holds WHERE item_id = 2106),
+             (SELECT allocated - (SELECT count(*)::integer FROM stockpool.pool_units WHERE item_id = 2106)
+              FROM stockpool.stock WHERE (shop_id, item_id, location_id) = (1, 2106, 1))$$,
+    $$VALUES (1, 1)$$, 'L: one hold row, and allocated is the pool plus that one unit');
+SELECT is(current_setting('stockpool.pooled_keys'),
+    format(',1/2106/1:%s,', (SELECT buckets FROM stockpool.stock WHERE (shop_id, item_id, location_id) = (1, 2106, 1))),
+    'L: the key noted by the careful path, with its buckets');
 
 -- _pooled_note itself.
 SET LOCAL stockpool.pooled_keys = '';
