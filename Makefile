@@ -42,7 +42,7 @@ race: bootstrap ## Race the package under load and check every guarantee (RACE_A
 bench: bootstrap ## Side-by-side strategy benchmark (BENCH_ARGS=...)
 	$(STOCKPOOL) bench $(DSN_FLAG) $(BENCH_ARGS)
 
-SCRIPTS = scripts/cpu-decomposition scripts/claim-vs-release scripts/pooler-cores scripts/sql-ab scripts/floor scripts/instructions
+SCRIPTS = scripts/cpu-decomposition scripts/claim-vs-release scripts/pooler-cores scripts/sql-ab scripts/floor scripts/instructions scripts/cell-profile
 
 lint: $(VENV)/.stamp ## ruff, mypy and sqlfluff
 	$(BIN)/ruff check src tests/python $(SCRIPTS)

@@ -9,9 +9,12 @@
 --   does, in two statements. They run in a subtransaction, and anything else
 --   (a hold row already there: unique_violation; the row busy or short, a
 --   pool, a named or unknown key) rolls it back, with any row lock the try
---   took (see _take_ledger); the careful path then answers. A key this session
---   has seen pooled skips the try (the session's note, _pooled_note): its
---   buyers would otherwise pay it on every call before the careful path.
+--   took (see _take_ledger); the careful path then answers. One miss goes on
+--   instead: a pooled key, for one unit. The try's hold row stays, one pool
+--   unit is tried (SKIP LOCKED), and _pool_look notes the key and looks at
+--   its level; a pool with no free unit rolls the try back like any miss. A
+--   key this session has seen pooled skips the try (the session's note,
+--   _pooled_note): its buyers would otherwise pay it on every call.
 -- - The pool's path, for one unit of a key in the session's note: the hold
 --   row goes in (ON CONFLICT DO NOTHING), and, when it did, one pool unit is
 --   taken (_take, SKIP LOCKED); the key's row is not read. No
@@ -36,7 +39,8 @@
 -- Locks: the checkout lock first, on every path; the counter's path then
 -- inserts the hold row (its unique entry waits only for an expirer of this
 -- checkout's old row on the key, as the careful path's does) and tries the
--- ledger row SKIP LOCKED, after which nothing waits. The pool's path inserts
+-- ledger row SKIP LOCKED, after which nothing waits but a pooled key's
+-- low-water look after its take (as the careful path's). The pool's path inserts
 -- the hold row (its unique entry waits as the careful path's does) and takes
 -- a pool row SKIP LOCKED; its sampled look may then refill, as the careful
 -- path's does after a take (the refill lock tried, then the ledger row: a
