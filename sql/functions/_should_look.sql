@@ -2,10 +2,12 @@
 -- looks at the pool's low water now (then _refill with p_low_water_only).
 -- Sampled: a look counts up to the refill mark (stockpool._refill_mark of
 -- the pool's level, stockpool._pool_level), so about one reservation in
--- mark / c_looks looks: the counting costs about c_looks index entries per
--- reservation whatever the pool's size, and a pool that drains from its mark
--- is still looked at about c_looks times (none of 8 comes in about one
--- pool's draining in 3,000; the next buyer to find it empty refills it).
+-- span / c_looks looks, the span (stockpool._sample_span) being that mark or
+-- a quarter of the level when larger: the counting costs about c_looks index
+-- entries per reservation whatever the pool's size, and a pool that drains
+-- from its mark is still looked at about c_looks times (none of 8 comes in
+-- about one pool's draining in 3,000; the next buyer to find it empty
+-- refills it).
 -- A look runs in the reservation's transaction and costs about what a
 -- reservation does: with 24 looks, a key of a 640-unit pool spent 15% of
 -- its reservations' instructions on them (docs/pools.md, run 19). A mark
@@ -31,11 +33,8 @@ PARALLEL SAFE
 AS $function$
     -- c_looks: 8 looks per mark's worth of reservations; and a mark (or
     -- quarter level) of at most c_always, 24 units, on every take.
-    SELECT GREATEST(stockpool._refill_mark(stockpool._pool_level(p_pool_target), p_low_water, p_pool_cap),
-                    stockpool._pool_level(p_pool_target) / 4) <= 24
-        OR pg_catalog.random() * GREATEST(
-               stockpool._refill_mark(stockpool._pool_level(p_pool_target), p_low_water, p_pool_cap),
-               stockpool._pool_level(p_pool_target) / 4) < 8 * p_sampled;
+    SELECT stockpool._sample_span(p_pool_target, p_low_water, p_pool_cap) <= 24
+        OR pg_catalog.random() * stockpool._sample_span(p_pool_target, p_low_water, p_pool_cap) < 8 * p_sampled;
 $function$;
 
 COMMENT ON FUNCTION stockpool._should_look(integer, integer, integer, integer) IS

@@ -1142,6 +1142,25 @@ ALTER FUNCTION stockpool._return_units(p_shop_id bigint, p_item_id bigint, p_loc
 COMMENT ON FUNCTION stockpool._return_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer) IS 'Internal: give units back to a key: its free ledger row when it has no pool, else its pool.';
 
 --
+-- Name: _sample_span(integer, integer, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._sample_span(p_pool_target integer, p_low_water integer, p_pool_cap integer) RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT GREATEST(stockpool._refill_mark(stockpool._pool_level(p_pool_target), p_low_water, p_pool_cap),
+                    stockpool._pool_level(p_pool_target) / 4);
+$$;
+
+ALTER FUNCTION stockpool._sample_span(p_pool_target integer, p_low_water integer, p_pool_cap integer) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _sample_span(p_pool_target integer, p_low_water integer, p_pool_cap integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._sample_span(p_pool_target integer, p_low_water integer, p_pool_cap integer) IS 'Internal: the units over which _should_look spreads its looks: the larger of the refill mark and a quarter of the level.';
+
+--
 -- Name: _settle(bigint, bigint, bigint, boolean, uuid, integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -1267,11 +1286,8 @@ CREATE FUNCTION stockpool._should_look(p_pool_target integer, p_low_water intege
     AS $$
     -- c_looks: 8 looks per mark's worth of reservations; and a mark (or
     -- quarter level) of at most c_always, 24 units, on every take.
-    SELECT GREATEST(stockpool._refill_mark(stockpool._pool_level(p_pool_target), p_low_water, p_pool_cap),
-                    stockpool._pool_level(p_pool_target) / 4) <= 24
-        OR pg_catalog.random() * GREATEST(
-               stockpool._refill_mark(stockpool._pool_level(p_pool_target), p_low_water, p_pool_cap),
-               stockpool._pool_level(p_pool_target) / 4) < 8 * p_sampled;
+    SELECT stockpool._sample_span(p_pool_target, p_low_water, p_pool_cap) <= 24
+        OR pg_catalog.random() * stockpool._sample_span(p_pool_target, p_low_water, p_pool_cap) < 8 * p_sampled;
 $$;
 
 ALTER FUNCTION stockpool._should_look(p_pool_target integer, p_low_water integer, p_pool_cap integer, p_sampled integer) OWNER TO stockpool_owner;
@@ -5155,6 +5171,12 @@ REVOKE ALL ON FUNCTION stockpool._refill_mark(p_level integer, p_low_water integ
 --
 
 REVOKE ALL ON FUNCTION stockpool._return_units(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quantity integer, p_buckets integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _sample_span(p_pool_target integer, p_low_water integer, p_pool_cap integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._sample_span(p_pool_target integer, p_low_water integer, p_pool_cap integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _settle(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_wait boolean, p_checkout_id uuid, p_quantity integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
