@@ -10,7 +10,12 @@
 -- here is the true figure.
 -- Holds it expires are counted (_tally_expiry) once the change is made.
 -- Locks: the key's refill advisory lock, then the ledger row (the same order
--- as refills); never waits on pool rows or hold rows (both SKIP LOCKED).
+-- as refills); never waits on pool rows or hold rows (both SKIP LOCKED). The
+-- overdue holds' expiry runs with lock_timeout 50 ms in a subtransaction: in
+-- PostgreSQL's SKIP LOCKED race (docs/locking.md, "SKIP LOCKED can wait") it
+-- would wait, holding the refill lock, for a buyer that expired one of those
+-- rows near sellout and then waits for the refill lock. It gives up instead,
+-- as if every overdue hold were locked (SP002 unless the rest suffices).
 -- Raises 22003 (result beyond integer), 22023 (negative result), SP001
 -- (relative change of an unknown key), SP002 (below live holds), SP010 (a
 -- named key: its units come and go with set_named_units and
@@ -33,6 +38,7 @@ DECLARE
     v_taken integer;
     v_expired integer;
     v_expired_holds integer := 0;
+    v_lock_timeout text;
 BEGIN
     PERFORM pg_catalog.pg_advisory_xact_lock(
         stockpool._key_lock_id(p_shop_id, p_item_id, p_location_id));
@@ -106,30 +112,40 @@ BEGIN
         -- needs; any surplus goes back to the pool (or, for a key without
         -- one, stays free on the ledger row).
         IF v_target < v_stock.allocated THEN
-            WITH due AS (
-                SELECT h.checkout_id
-                FROM stockpool.holds AS h
-                WHERE h.shop_id = p_shop_id
-                    AND h.item_id = p_item_id
-                    AND h.location_id = p_location_id
-                    AND h.status = 'held'
-                    AND h.expires_at <= pg_catalog.now()
-                FOR UPDATE SKIP LOCKED
-            ),
-            expired AS (
-                UPDATE stockpool.holds AS h
-                SET status = 'expired',
-                    updated_at = pg_catalog.now()
-                FROM due
-                WHERE h.shop_id = p_shop_id
-                    AND h.checkout_id = due.checkout_id
-                    AND h.item_id = p_item_id
-                    AND h.location_id = p_location_id
-                RETURNING h.quantity
-            )
-            SELECT coalesce(pg_catalog.sum(expired.quantity), 0)::integer, pg_catalog.count(*)::integer
-            INTO v_expired, v_expired_holds
-            FROM expired;
+            v_lock_timeout := pg_catalog.current_setting('lock_timeout');
+            BEGIN
+                PERFORM pg_catalog.set_config('lock_timeout', '50ms', true);
+                WITH due AS (
+                    SELECT h.checkout_id
+                    FROM stockpool.holds AS h
+                    WHERE h.shop_id = p_shop_id
+                        AND h.item_id = p_item_id
+                        AND h.location_id = p_location_id
+                        AND h.status = 'held'
+                        AND h.expires_at <= pg_catalog.now()
+                    FOR UPDATE SKIP LOCKED
+                ),
+                expired AS (
+                    UPDATE stockpool.holds AS h
+                    SET status = 'expired',
+                        updated_at = pg_catalog.now()
+                    FROM due
+                    WHERE h.shop_id = p_shop_id
+                        AND h.checkout_id = due.checkout_id
+                        AND h.item_id = p_item_id
+                        AND h.location_id = p_location_id
+                    RETURNING h.quantity
+                )
+                SELECT coalesce(pg_catalog.sum(expired.quantity), 0)::integer, pg_catalog.count(*)::integer
+                INTO v_expired, v_expired_holds
+                FROM expired;
+                PERFORM pg_catalog.set_config('lock_timeout', v_lock_timeout, true);
+            EXCEPTION
+                -- Rolled back, lock_timeout with it: nothing expired.
+                WHEN lock_not_available OR deadlock_detected THEN
+                    v_expired := 0;
+                    v_expired_holds := 0;
+            END;
             v_taken := LEAST(v_expired, v_stock.allocated - v_target);
             IF v_stock.pool_target = 0 THEN
                 -- No pool: the surplus is free on this row, which we hold.

@@ -9,7 +9,9 @@
 -- once a minute (docs/operations.md). Several maintainers at once collide on
 -- nothing: every lock is taken SKIP LOCKED or tried (_expire_due,
 -- _settle_due, _top_up_low, _cool_quiet), so they take disjoint work and
--- never wait, on each other or on buyers. The budget is checked between
+-- never wait, on each other or on buyers; each step runs in _maintain_step,
+-- so one that waits all the same (PostgreSQL's SKIP LOCKED race, or a table
+-- lock) gives its work up after 50 ms. The budget is checked between
 -- batches; one batch is not interrupted. In a REPEATABLE READ or
 -- SERIALIZABLE transaction it only expires (as sweep does).
 -- Raises 22004 (NULL argument), 22023 (p_budget or p_batch not positive).
@@ -45,15 +47,15 @@ BEGIN
     refilled := 0;
     cooled := 0;
     LOOP
-        v_batch := stockpool._expire_due(p_batch);
+        v_batch := stockpool._maintain_step('expire', p_batch, c_quiet);
         expired := expired + v_batch;
         EXIT WHEN v_batch < p_batch OR pg_catalog.clock_timestamp() >= v_until;
     END LOOP;
     IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
-        settled := stockpool._settle_due(p_batch);
-        cooled := stockpool._cool_quiet(p_batch, c_quiet);
+        settled := stockpool._maintain_step('settle', p_batch, c_quiet);
+        cooled := stockpool._maintain_step('cool', p_batch, c_quiet);
         IF pg_catalog.clock_timestamp() < v_until THEN
-            refilled := stockpool._top_up_low(p_batch, c_quiet);
+            refilled := stockpool._maintain_step('top_up', p_batch, c_quiet);
         END IF;
     END IF;
     RETURN NEXT;

@@ -80,7 +80,8 @@ AS $function$
                    (16, 'claims_total', ARRAY['stockpool._tally_claim()'::regprocedure], '{}'),
                    (17, 'releases_total', ARRAY['stockpool._tally_release()'::regprocedure], '{}'),
                    (18, 'expiries_total', ARRAY['stockpool._tally_expiry()'::regprocedure], '{}'),
-                   (19, 'refills_total', ARRAY['stockpool._tally_refill()'::regprocedure], '{}')
+                   (19, 'refills_total', ARRAY['stockpool._tally_refill()'::regprocedure], '{}'),
+                   (20, 'maintenance_yields_total', ARRAY['stockpool._tally_maintenance_yield()'::regprocedure], '{}')
         ) AS c (ord, metric, fns, less)
     ),
 
@@ -143,10 +144,10 @@ AS $function$
                 FROM pg_catalog.unnest(c.fns || c.less) AS f (fn))::double precision
         FROM counters AS c
         UNION ALL
-        SELECT 20, 'track_functions_enabled', 'gauge', '', '', '',
+        SELECT 21, 'track_functions_enabled', 'gauge', '', '', '',
                CASE WHEN pg_catalog.current_setting('track_functions') = 'none' THEN 0 ELSE 1 END
         UNION ALL
-        SELECT 21, 'pool_dead_ratio', 'gauge', t.relname, '', '',
+        SELECT 22, 'pool_dead_ratio', 'gauge', t.relname, '', '',
                CASE WHEN t.n_live_tup + t.n_dead_tup > 0
                    THEN t.n_dead_tup::double precision / (t.n_live_tup + t.n_dead_tup)
                    ELSE 0
@@ -154,18 +155,18 @@ AS $function$
         FROM tables AS t
         WHERE t.pool_leaf
         UNION ALL
-        SELECT 22, 'pool_last_vacuum_seconds', 'gauge', t.relname, '', '',
+        SELECT 23, 'pool_last_vacuum_seconds', 'gauge', t.relname, '', '',
                coalesce(EXTRACT(EPOCH FROM pg_catalog.clock_timestamp() - t.vacuumed), -1)
         FROM tables AS t
         WHERE t.pool_leaf
         UNION ALL
-        SELECT 23, 'table_xid_age', 'gauge', t.relname, '', '',
+        SELECT 24, 'table_xid_age', 'gauge', t.relname, '', '',
                GREATEST(pg_catalog.age(t.relfrozenxid),
                         (SELECT pg_catalog.age(x.relfrozenxid) FROM pg_catalog.pg_class AS x
                          WHERE x.oid = t.reltoastrelid))
         FROM tables AS t
         UNION ALL
-        SELECT 24, 'sessions', 'gauge', '', s.app, s.state, pg_catalog.count(*)
+        SELECT 25, 'sessions', 'gauge', '', s.app, s.state, pg_catalog.count(*)
         FROM sessions AS s
         GROUP BY s.app, s.state
         UNION ALL
@@ -178,8 +179,8 @@ AS $function$
             GROUP BY s.app
         ) AS a,
             LATERAL (
-                VALUES (25, 'longest_transaction_seconds', a.in_transaction),
-                       (26, 'longest_idle_in_transaction_seconds', a.idle_in_transaction)
+                VALUES (26, 'longest_transaction_seconds', a.in_transaction),
+                       (27, 'longest_idle_in_transaction_seconds', a.idle_in_transaction)
             ) AS m (ord, metric, value)
     ) AS r
     ORDER BY r.ord, r.relation, r.application_name, r.state;

@@ -7,8 +7,10 @@
 -- Returns the number of holds expired. Several sweepers can run at once: each
 -- locks its batch FOR UPDATE SKIP LOCKED and ledger rows SKIP LOCKED, so they
 -- take disjoint batches and never wait on each other or on a checkout being
--- claimed or released. In a REPEATABLE READ or SERIALIZABLE transaction it
--- only expires.
+-- claimed or released. Each step runs in _maintain_step: one that finds
+-- itself waiting all the same (PostgreSQL's SKIP LOCKED race, or a table
+-- lock) gives its work up after 50 ms instead of keeping a buyer waiting.
+-- In a REPEATABLE READ or SERIALIZABLE transaction it only expires.
 -- Raises 22004 (NULL p_batch), 22023 (p_batch <= 0).
 -- Touches holds, pool_units, pending_claims, stock, movements.
 CREATE OR REPLACE FUNCTION stockpool.sweep(
@@ -33,10 +35,10 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
 
-    v_holds := stockpool._expire_due(p_batch);
+    v_holds := stockpool._maintain_step('expire', p_batch, c_quiet);
     IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
-        PERFORM stockpool._settle_due(p_batch);
-        PERFORM stockpool._cool_quiet(p_batch, c_quiet);
+        PERFORM stockpool._maintain_step('settle', p_batch, c_quiet);
+        PERFORM stockpool._maintain_step('cool', p_batch, c_quiet);
     END IF;
 
     RETURN v_holds;

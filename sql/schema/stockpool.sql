@@ -71,6 +71,7 @@ DECLARE
     v_taken integer;
     v_expired integer;
     v_expired_holds integer := 0;
+    v_lock_timeout text;
 BEGIN
     PERFORM pg_catalog.pg_advisory_xact_lock(
         stockpool._key_lock_id(p_shop_id, p_item_id, p_location_id));
@@ -144,30 +145,40 @@ BEGIN
         -- needs; any surplus goes back to the pool (or, for a key without
         -- one, stays free on the ledger row).
         IF v_target < v_stock.allocated THEN
-            WITH due AS (
-                SELECT h.checkout_id
-                FROM stockpool.holds AS h
-                WHERE h.shop_id = p_shop_id
-                    AND h.item_id = p_item_id
-                    AND h.location_id = p_location_id
-                    AND h.status = 'held'
-                    AND h.expires_at <= pg_catalog.now()
-                FOR UPDATE SKIP LOCKED
-            ),
-            expired AS (
-                UPDATE stockpool.holds AS h
-                SET status = 'expired',
-                    updated_at = pg_catalog.now()
-                FROM due
-                WHERE h.shop_id = p_shop_id
-                    AND h.checkout_id = due.checkout_id
-                    AND h.item_id = p_item_id
-                    AND h.location_id = p_location_id
-                RETURNING h.quantity
-            )
-            SELECT coalesce(pg_catalog.sum(expired.quantity), 0)::integer, pg_catalog.count(*)::integer
-            INTO v_expired, v_expired_holds
-            FROM expired;
+            v_lock_timeout := pg_catalog.current_setting('lock_timeout');
+            BEGIN
+                PERFORM pg_catalog.set_config('lock_timeout', '50ms', true);
+                WITH due AS (
+                    SELECT h.checkout_id
+                    FROM stockpool.holds AS h
+                    WHERE h.shop_id = p_shop_id
+                        AND h.item_id = p_item_id
+                        AND h.location_id = p_location_id
+                        AND h.status = 'held'
+                        AND h.expires_at <= pg_catalog.now()
+                    FOR UPDATE SKIP LOCKED
+                ),
+                expired AS (
+                    UPDATE stockpool.holds AS h
+                    SET status = 'expired',
+                        updated_at = pg_catalog.now()
+                    FROM due
+                    WHERE h.shop_id = p_shop_id
+                        AND h.checkout_id = due.checkout_id
+                        AND h.item_id = p_item_id
+                        AND h.location_id = p_location_id
+                    RETURNING h.quantity
+                )
+                SELECT coalesce(pg_catalog.sum(expired.quantity), 0)::integer, pg_catalog.count(*)::integer
+                INTO v_expired, v_expired_holds
+                FROM expired;
+                PERFORM pg_catalog.set_config('lock_timeout', v_lock_timeout, true);
+            EXCEPTION
+                -- Rolled back, lock_timeout with it: nothing expired.
+                WHEN lock_not_available OR deadlock_detected THEN
+                    v_expired := 0;
+                    v_expired_holds := 0;
+            END;
             v_taken := LEAST(v_expired, v_stock.allocated - v_target);
             IF v_stock.pool_target = 0 THEN
                 -- No pool: the surplus is free on this row, which we hold.
@@ -630,6 +641,40 @@ ALTER FUNCTION stockpool._lock_checkout(p_shop_id bigint, p_checkout_id uuid) OW
 --
 
 COMMENT ON FUNCTION stockpool._lock_checkout(p_shop_id bigint, p_checkout_id uuid) IS 'Internal: transaction-scoped lock serialising all operations of one checkout.';
+
+--
+-- Name: _maintain_step(text, integer, interval); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._maintain_step(p_step text, p_batch integer, p_quiet interval) RETURNS integer
+    LANGUAGE plpgsql
+    SET lock_timeout TO '50ms'
+    AS $$
+BEGIN
+    IF p_step = 'expire' THEN
+        RETURN stockpool._expire_due(p_batch);
+    ELSIF p_step = 'settle' THEN
+        RETURN stockpool._settle_due(p_batch);
+    ELSIF p_step = 'cool' THEN
+        RETURN stockpool._cool_quiet(p_batch, p_quiet);
+    ELSIF p_step = 'top_up' THEN
+        RETURN stockpool._top_up_low(p_batch, p_quiet);
+    END IF;
+    RAISE EXCEPTION 'stockpool._maintain_step: unknown step %', p_step;
+EXCEPTION
+    WHEN lock_not_available OR deadlock_detected THEN
+        PERFORM stockpool._tally_maintenance_yield();
+        RETURN 0;
+END;
+$$;
+
+ALTER FUNCTION stockpool._maintain_step(p_step text, p_batch integer, p_quiet interval) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _maintain_step(p_step text, p_batch integer, p_quiet interval); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._maintain_step(p_step text, p_batch integer, p_quiet interval) IS 'Internal: one step of sweep or maintain (expire, settle, cool, top_up) under lock_timeout 50 ms in a subtransaction; a step that waits is rolled back, counted (maintenance_yields_total) and returns 0.';
 
 --
 -- Name: _mixed_key(bigint, bigint, bigint, boolean); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -2202,6 +2247,26 @@ ALTER FUNCTION stockpool._tally_expiry() OWNER TO stockpool_owner;
 COMMENT ON FUNCTION stockpool._tally_expiry() IS 'Internal: does nothing; its calls in pg_stat_user_functions are stockpool.metrics()''s expiries_total.';
 
 --
+-- Name: _tally_maintenance_yield(); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._tally_maintenance_yield() RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    NULL;
+END;
+$$;
+
+ALTER FUNCTION stockpool._tally_maintenance_yield() OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _tally_maintenance_yield(); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._tally_maintenance_yield() IS 'Internal: does nothing; its calls in pg_stat_user_functions are stockpool.metrics()''s maintenance_yields_total.';
+
+--
 -- Name: _tally_no_new_hold(); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -2943,15 +3008,15 @@ BEGIN
     refilled := 0;
     cooled := 0;
     LOOP
-        v_batch := stockpool._expire_due(p_batch);
+        v_batch := stockpool._maintain_step('expire', p_batch, c_quiet);
         expired := expired + v_batch;
         EXIT WHEN v_batch < p_batch OR pg_catalog.clock_timestamp() >= v_until;
     END LOOP;
     IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
-        settled := stockpool._settle_due(p_batch);
-        cooled := stockpool._cool_quiet(p_batch, c_quiet);
+        settled := stockpool._maintain_step('settle', p_batch, c_quiet);
+        cooled := stockpool._maintain_step('cool', p_batch, c_quiet);
         IF pg_catalog.clock_timestamp() < v_until THEN
-            refilled := stockpool._top_up_low(p_batch, c_quiet);
+            refilled := stockpool._maintain_step('top_up', p_batch, c_quiet);
         END IF;
     END IF;
     RETURN NEXT;
@@ -3020,7 +3085,8 @@ CREATE FUNCTION stockpool.metrics() RETURNS TABLE(metric text, kind text, relati
                    (16, 'claims_total', ARRAY['stockpool._tally_claim()'::regprocedure], '{}'),
                    (17, 'releases_total', ARRAY['stockpool._tally_release()'::regprocedure], '{}'),
                    (18, 'expiries_total', ARRAY['stockpool._tally_expiry()'::regprocedure], '{}'),
-                   (19, 'refills_total', ARRAY['stockpool._tally_refill()'::regprocedure], '{}')
+                   (19, 'refills_total', ARRAY['stockpool._tally_refill()'::regprocedure], '{}'),
+                   (20, 'maintenance_yields_total', ARRAY['stockpool._tally_maintenance_yield()'::regprocedure], '{}')
         ) AS c (ord, metric, fns, less)
     ),
 
@@ -3083,10 +3149,10 @@ CREATE FUNCTION stockpool.metrics() RETURNS TABLE(metric text, kind text, relati
                 FROM pg_catalog.unnest(c.fns || c.less) AS f (fn))::double precision
         FROM counters AS c
         UNION ALL
-        SELECT 20, 'track_functions_enabled', 'gauge', '', '', '',
+        SELECT 21, 'track_functions_enabled', 'gauge', '', '', '',
                CASE WHEN pg_catalog.current_setting('track_functions') = 'none' THEN 0 ELSE 1 END
         UNION ALL
-        SELECT 21, 'pool_dead_ratio', 'gauge', t.relname, '', '',
+        SELECT 22, 'pool_dead_ratio', 'gauge', t.relname, '', '',
                CASE WHEN t.n_live_tup + t.n_dead_tup > 0
                    THEN t.n_dead_tup::double precision / (t.n_live_tup + t.n_dead_tup)
                    ELSE 0
@@ -3094,18 +3160,18 @@ CREATE FUNCTION stockpool.metrics() RETURNS TABLE(metric text, kind text, relati
         FROM tables AS t
         WHERE t.pool_leaf
         UNION ALL
-        SELECT 22, 'pool_last_vacuum_seconds', 'gauge', t.relname, '', '',
+        SELECT 23, 'pool_last_vacuum_seconds', 'gauge', t.relname, '', '',
                coalesce(EXTRACT(EPOCH FROM pg_catalog.clock_timestamp() - t.vacuumed), -1)
         FROM tables AS t
         WHERE t.pool_leaf
         UNION ALL
-        SELECT 23, 'table_xid_age', 'gauge', t.relname, '', '',
+        SELECT 24, 'table_xid_age', 'gauge', t.relname, '', '',
                GREATEST(pg_catalog.age(t.relfrozenxid),
                         (SELECT pg_catalog.age(x.relfrozenxid) FROM pg_catalog.pg_class AS x
                          WHERE x.oid = t.reltoastrelid))
         FROM tables AS t
         UNION ALL
-        SELECT 24, 'sessions', 'gauge', '', s.app, s.state, pg_catalog.count(*)
+        SELECT 25, 'sessions', 'gauge', '', s.app, s.state, pg_catalog.count(*)
         FROM sessions AS s
         GROUP BY s.app, s.state
         UNION ALL
@@ -3118,8 +3184,8 @@ CREATE FUNCTION stockpool.metrics() RETURNS TABLE(metric text, kind text, relati
             GROUP BY s.app
         ) AS a,
             LATERAL (
-                VALUES (25, 'longest_transaction_seconds', a.in_transaction),
-                       (26, 'longest_idle_in_transaction_seconds', a.idle_in_transaction)
+                VALUES (26, 'longest_transaction_seconds', a.in_transaction),
+                       (27, 'longest_idle_in_transaction_seconds', a.idle_in_transaction)
             ) AS m (ord, metric, value)
     ) AS r
     ORDER BY r.ord, r.relation, r.application_name, r.state;
@@ -4273,10 +4339,10 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
 
-    v_holds := stockpool._expire_due(p_batch);
+    v_holds := stockpool._maintain_step('expire', p_batch, c_quiet);
     IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
-        PERFORM stockpool._settle_due(p_batch);
-        PERFORM stockpool._cool_quiet(p_batch, c_quiet);
+        PERFORM stockpool._maintain_step('settle', p_batch, c_quiet);
+        PERFORM stockpool._maintain_step('cool', p_batch, c_quiet);
     END IF;
 
     RETURN v_holds;
@@ -5095,6 +5161,12 @@ REVOKE ALL ON FUNCTION stockpool._key_lock_id(p_shop_id bigint, p_item_id bigint
 REVOKE ALL ON FUNCTION stockpool._lock_checkout(p_shop_id bigint, p_checkout_id uuid) FROM PUBLIC;
 
 --
+-- Name: FUNCTION _maintain_step(p_step text, p_batch integer, p_quiet interval); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._maintain_step(p_step text, p_batch integer, p_quiet interval) FROM PUBLIC;
+
+--
 -- Name: FUNCTION _mixed_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_named boolean); Type: ACL; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -5249,6 +5321,12 @@ REVOKE ALL ON FUNCTION stockpool._tally_claim() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION stockpool._tally_expiry() FROM PUBLIC;
+
+--
+-- Name: FUNCTION _tally_maintenance_yield(); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._tally_maintenance_yield() FROM PUBLIC;
 
 --
 -- Name: FUNCTION _tally_no_new_hold(); Type: ACL; Schema: stockpool; Owner: stockpool_owner

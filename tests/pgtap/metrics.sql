@@ -41,6 +41,7 @@ SELECT set_eq(
              ('pending_claims_oldest_seconds', 'gauge'), ('invariant_violations', 'gauge'),
              ('reservations_total', 'counter'), ('refusals_total', 'counter'), ('claims_total', 'counter'),
              ('releases_total', 'counter'), ('expiries_total', 'counter'), ('refills_total', 'counter'),
+             ('maintenance_yields_total', 'counter'),
              ('track_functions_enabled', 'gauge'), ('pool_dead_ratio', 'gauge'),
              ('pool_last_vacuum_seconds', 'gauge'), ('table_xid_age', 'gauge'), ('sessions', 'gauge'),
              ('longest_transaction_seconds', 'gauge'), ('longest_idle_in_transaction_seconds', 'gauge')$$,

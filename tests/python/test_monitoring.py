@@ -394,6 +394,7 @@ COUNTERS = (
     "releases_total",
     "expiries_total",
     "refills_total",
+    "maintenance_yields_total",
 )
 # age(relfrozenxid) moves with every transaction id the server hands out (other
 # databases' too) and drops when a vacuum freezes: equal within a few.
