@@ -19,3 +19,6 @@ DROP FUNCTION IF EXISTS stockpool._record_hold(bigint, uuid, bigint, bigint, int
 -- _pooled_note's p_pooled became p_buckets (the note records each pooled
 -- key's buckets for reserve_units' pool's path).
 DROP FUNCTION IF EXISTS stockpool._pooled_note(bigint, bigint, bigint, boolean);
+
+-- _maintain_step gained p_until (maintain's expiry batches in one step).
+DROP FUNCTION IF EXISTS stockpool._maintain_step(text, integer, interval);

@@ -13,9 +13,11 @@
 -- as refills); never waits on pool rows or hold rows (both SKIP LOCKED). The
 -- overdue holds' expiry runs with lock_timeout 50 ms in a subtransaction: in
 -- PostgreSQL's SKIP LOCKED race (docs/locking.md, "SKIP LOCKED can wait") it
--- would wait, holding the refill lock, for a buyer that expired one of those
--- rows near sellout and then waits for the refill lock. It gives up instead,
--- as if every overdue hold were locked (SP002 unless the rest suffices).
+-- would wait for a buyer whose _expire_key locked one of those rows and waits
+-- for another this expiry holds (checkout_id order against this one's
+-- expiry order), with the refill lock and ledger row held besides. It gives
+-- up instead, as if every overdue hold were locked (SP002 unless the rest
+-- suffices), and the caller's lock_timeout is back afterwards.
 -- Raises 22003 (result beyond integer), 22023 (negative result), SP001
 -- (relative change of an unknown key), SP002 (below live holds), SP010 (a
 -- named key: its units come and go with set_named_units and

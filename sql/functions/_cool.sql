@@ -3,7 +3,8 @@
 -- quarter of the pool's level was given out, its buyers took less than that
 -- in all that time, and its ledger row serves them (see _take_ledger).
 -- Locks: the key's refill lock (try), its ledger row (SKIP LOCKED), its pool
--- rows (SKIP LOCKED): never waits. Units locked by an in-flight reservation
+-- rows (SKIP LOCKED): never waits by design (called by _cool_quiet, a step
+-- of _maintain_step, docs/locking.md, "SKIP LOCKED can wait"). Units locked by an in-flight reservation
 -- stay in the pool (they become a hold, or come back on rollback); the key
 -- stays marked pooled until a later sweep finds none.
 -- Returns the units handed back. Touches stock, pool_units.
@@ -68,4 +69,4 @@ END;
 $function$;
 
 COMMENT ON FUNCTION stockpool._cool(bigint, bigint, bigint, interval) IS
-'Internal: hand a quiet key''s pool back to its ledger row (never waits).';
+'Internal: hand a quiet key''s pool back to its ledger row (try-locks and SKIP LOCKED only).';

@@ -1,6 +1,8 @@
 -- _cool_quiet: hand the pools of up to p_batch keys not refilled for p_quiet
 -- back to their ledger rows (stockpool._cool: try-locks and SKIP LOCKED,
--- never waits). Returns the units handed back. Touches stock, pool_units.
+-- never waits by design; run in _maintain_step, which gives up a wait
+-- PostgreSQL's SKIP LOCKED makes anyway, docs/locking.md). Returns the units
+-- handed back. Touches stock, pool_units.
 CREATE OR REPLACE FUNCTION stockpool._cool_quiet(
     p_batch integer,
     p_quiet interval

@@ -5,8 +5,11 @@
 -- Locks: the overdue hold rows FOR UPDATE SKIP LOCKED (a hold being claimed
 -- or released is left to its owner; concurrent callers take disjoint
 -- batches), then per key what _return_units takes (SKIP LOCKED or inserts):
--- never waits. Each hold expired is counted by _tally_expiry once its units
--- are back (stockpool.metrics()'s expiries_total).
+-- never waits by design. PostgreSQL's SKIP LOCKED waits all the same in one
+-- race (docs/locking.md, "SKIP LOCKED can wait"), so callers run it in
+-- _maintain_step, which gives it up after 50 ms. The holds expired are
+-- counted there (_tally_expiry, stockpool.metrics()'s expiries_total) once
+-- the step stands: a step given up later would roll them back.
 -- Touches holds, pool_units, named_free, stock, movements.
 CREATE OR REPLACE FUNCTION stockpool._expire_due(
     p_batch integer
@@ -61,9 +64,6 @@ BEGIN
         PERFORM stockpool._free_labels(v_key.shop_id, v_key.item_id, v_key.location_id,
                                        v_key.labels, v_key.buckets);
         v_holds := v_holds + v_key.holds;
-    END LOOP;
-    FOR v_i IN 1..v_holds LOOP
-        PERFORM stockpool._tally_expiry();
     END LOOP;
     RETURN v_holds;
 END;

@@ -2,7 +2,9 @@
 -- row is free (stockpool._settle, SKIP LOCKED; a busy row is skipped: its
 -- holder or a later pass folds it). A quiet key that nobody claims, refills
 -- or restocks again gets its pending claims folded here.
--- Returns the units folded. Never waits. Touches stock, pending_claims,
+-- Returns the units folded. Never waits by design (run in _maintain_step,
+-- which gives up a wait PostgreSQL's SKIP LOCKED makes anyway, see
+-- docs/locking.md, "SKIP LOCKED can wait"). Touches stock, pending_claims,
 -- movements. Only in READ COMMITTED (a later-updated row would raise 40001).
 CREATE OR REPLACE FUNCTION stockpool._settle_due(
     p_batch integer

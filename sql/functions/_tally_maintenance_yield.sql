@@ -4,7 +4,9 @@
 -- function in pg_stat_user_functions (kept when track_functions is 'pl' or
 -- 'all'), which stockpool.metrics() reports as maintenance_yields_total.
 -- Called by _maintain_step after the step's subtransaction has rolled back,
--- so the yield stands. PL/pgSQL and VOLATILE on purpose: a SQL function
+-- so the yield stands: a call is counted even when its transaction, or a
+-- subtransaction around it, rolls back later (function statistics are not
+-- transactional). PL/pgSQL and VOLATILE on purpose: a SQL function
 -- would be inlined and go uncounted. Returns nothing; touches nothing.
 CREATE OR REPLACE FUNCTION stockpool._tally_maintenance_yield()
 RETURNS void

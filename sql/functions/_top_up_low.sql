@@ -12,8 +12,12 @@
 -- row SKIP LOCKED (the order _refill takes them in; _refill then finds both
 -- held and waits for neither). A key whose locks are busy is skipped: its
 -- holder is refilling or using it. Never waits: two maintainers that each
--- settled one key's row and then waited for the other's would deadlock.
--- Each refill that moved units is counted (_tally_refill).
+-- settled one key's row and then waited for the other's would deadlock (a
+-- wait PostgreSQL's SKIP LOCKED makes anyway gives the step up: it runs in
+-- _maintain_step, docs/locking.md, "SKIP LOCKED can wait").
+-- Each refill that moved units is counted (_tally_refill), after the last
+-- key: a step given up later in the loop rolls back the refills before it,
+-- and a count, once made, is not rolled back.
 -- Returns units added. Touches stock, pool_units, pending_claims, movements.
 CREATE OR REPLACE FUNCTION stockpool._top_up_low(
     p_batch integer,
@@ -26,6 +30,7 @@ DECLARE
     v_key record;
     v_added integer := 0;
     v_refilled integer;
+    v_refills integer := 0;
 BEGIN
     FOR v_key IN
         SELECT s.shop_id, s.item_id, s.location_id,
@@ -53,9 +58,12 @@ BEGIN
         v_refilled := stockpool._refill(v_key.shop_id, v_key.item_id, v_key.location_id,
                                         p_min_extra => 0, p_wait => false, p_low_water_only => true);
         IF v_refilled > 0 THEN
-            PERFORM stockpool._tally_refill();
+            v_refills := v_refills + 1;
             v_added := v_added + v_refilled;
         END IF;
+    END LOOP;
+    FOR v_i IN 1..v_refills LOOP
+        PERFORM stockpool._tally_refill();
     END LOOP;
     RETURN v_added;
 END;

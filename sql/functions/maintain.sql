@@ -29,7 +29,6 @@ DECLARE
     -- A pool not refilled for this long goes back to its ledger row.
     c_quiet constant interval := '60 seconds';
     v_until timestamptz := pg_catalog.clock_timestamp() + p_budget;
-    v_batch integer;
 BEGIN
     IF p_budget IS NULL OR p_batch IS NULL THEN
         RAISE EXCEPTION 'stockpool.maintain: % must not be NULL',
@@ -46,11 +45,7 @@ BEGIN
     settled := 0;
     refilled := 0;
     cooled := 0;
-    LOOP
-        v_batch := stockpool._maintain_step('expire', p_batch, c_quiet);
-        expired := expired + v_batch;
-        EXIT WHEN v_batch < p_batch OR pg_catalog.clock_timestamp() >= v_until;
-    END LOOP;
+    expired := stockpool._maintain_step('expire', p_batch, c_quiet, v_until);
     IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
         settled := stockpool._maintain_step('settle', p_batch, c_quiet);
         cooled := stockpool._maintain_step('cool', p_batch, c_quiet);

@@ -307,7 +307,7 @@ ALTER FUNCTION stockpool._cool(p_shop_id bigint, p_item_id bigint, p_location_id
 -- Name: FUNCTION _cool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quiet interval); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON FUNCTION stockpool._cool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quiet interval) IS 'Internal: hand a quiet key''s pool back to its ledger row (never waits).';
+COMMENT ON FUNCTION stockpool._cool(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_quiet interval) IS 'Internal: hand a quiet key''s pool back to its ledger row (try-locks and SKIP LOCKED only).';
 
 --
 -- Name: _cool_quiet(integer, interval); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -446,9 +446,6 @@ BEGIN
         PERFORM stockpool._free_labels(v_key.shop_id, v_key.item_id, v_key.location_id,
                                        v_key.labels, v_key.buckets);
         v_holds := v_holds + v_key.holds;
-    END LOOP;
-    FOR v_i IN 1..v_holds LOOP
-        PERFORM stockpool._tally_expiry();
     END LOOP;
     RETURN v_holds;
 END;
@@ -643,38 +640,55 @@ ALTER FUNCTION stockpool._lock_checkout(p_shop_id bigint, p_checkout_id uuid) OW
 COMMENT ON FUNCTION stockpool._lock_checkout(p_shop_id bigint, p_checkout_id uuid) IS 'Internal: transaction-scoped lock serialising all operations of one checkout.';
 
 --
--- Name: _maintain_step(text, integer, interval); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+-- Name: _maintain_step(text, integer, interval, timestamp with time zone); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
-CREATE FUNCTION stockpool._maintain_step(p_step text, p_batch integer, p_quiet interval) RETURNS integer
+CREATE FUNCTION stockpool._maintain_step(p_step text, p_batch integer, p_quiet interval, p_until timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS integer
     LANGUAGE plpgsql
     SET lock_timeout TO '50ms'
     AS $$
+DECLARE
+    v_done integer := 0;
+    v_batch integer;
 BEGIN
-    IF p_step = 'expire' THEN
-        RETURN stockpool._expire_due(p_batch);
-    ELSIF p_step = 'settle' THEN
-        RETURN stockpool._settle_due(p_batch);
-    ELSIF p_step = 'cool' THEN
-        RETURN stockpool._cool_quiet(p_batch, p_quiet);
-    ELSIF p_step = 'top_up' THEN
-        RETURN stockpool._top_up_low(p_batch, p_quiet);
+    IF p_step NOT IN ('expire', 'settle', 'cool', 'top_up') THEN
+        RAISE EXCEPTION 'stockpool._maintain_step: unknown step %', p_step;
     END IF;
-    RAISE EXCEPTION 'stockpool._maintain_step: unknown step %', p_step;
-EXCEPTION
-    WHEN lock_not_available OR deadlock_detected THEN
-        PERFORM stockpool._tally_maintenance_yield();
-        RETURN 0;
+    BEGIN
+        IF p_step = 'expire' THEN
+            LOOP
+                v_batch := stockpool._expire_due(p_batch);
+                v_done := v_done + v_batch;
+                EXIT WHEN p_until IS NULL OR v_batch < p_batch OR pg_catalog.clock_timestamp() >= p_until;
+            END LOOP;
+        ELSIF p_step = 'settle' THEN
+            v_done := stockpool._settle_due(p_batch);
+        ELSIF p_step = 'cool' THEN
+            v_done := stockpool._cool_quiet(p_batch, p_quiet);
+        ELSE
+            v_done := stockpool._top_up_low(p_batch, p_quiet);
+        END IF;
+    EXCEPTION
+        WHEN lock_not_available OR deadlock_detected THEN
+            PERFORM stockpool._tally_maintenance_yield();
+            RETURN 0;
+    END;
+    IF p_step = 'expire' THEN
+        FOR v_i IN 1..v_done LOOP
+            PERFORM stockpool._tally_expiry();
+        END LOOP;
+    END IF;
+    RETURN v_done;
 END;
 $$;
 
-ALTER FUNCTION stockpool._maintain_step(p_step text, p_batch integer, p_quiet interval) OWNER TO stockpool_owner;
+ALTER FUNCTION stockpool._maintain_step(p_step text, p_batch integer, p_quiet interval, p_until timestamp with time zone) OWNER TO stockpool_owner;
 
 --
--- Name: FUNCTION _maintain_step(p_step text, p_batch integer, p_quiet interval); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+-- Name: FUNCTION _maintain_step(p_step text, p_batch integer, p_quiet interval, p_until timestamp with time zone); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
 --
 
-COMMENT ON FUNCTION stockpool._maintain_step(p_step text, p_batch integer, p_quiet interval) IS 'Internal: one step of sweep or maintain (expire, settle, cool, top_up) under lock_timeout 50 ms in a subtransaction; a step that waits is rolled back, counted (maintenance_yields_total) and returns 0.';
+COMMENT ON FUNCTION stockpool._maintain_step(p_step text, p_batch integer, p_quiet interval, p_until timestamp with time zone) IS 'Internal: one step of sweep or maintain (expire, settle, cool, top_up) under lock_timeout 50 ms in a subtransaction; a step that waits is rolled back, counted (maintenance_yields_total) and returns 0.';
 
 --
 -- Name: _mixed_key(bigint, bigint, bigint, boolean); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
@@ -2377,6 +2391,7 @@ DECLARE
     v_key record;
     v_added integer := 0;
     v_refilled integer;
+    v_refills integer := 0;
 BEGIN
     FOR v_key IN
         SELECT s.shop_id, s.item_id, s.location_id,
@@ -2404,9 +2419,12 @@ BEGIN
         v_refilled := stockpool._refill(v_key.shop_id, v_key.item_id, v_key.location_id,
                                         p_min_extra => 0, p_wait => false, p_low_water_only => true);
         IF v_refilled > 0 THEN
-            PERFORM stockpool._tally_refill();
+            v_refills := v_refills + 1;
             v_added := v_added + v_refilled;
         END IF;
+    END LOOP;
+    FOR v_i IN 1..v_refills LOOP
+        PERFORM stockpool._tally_refill();
     END LOOP;
     RETURN v_added;
 END;
@@ -2990,7 +3008,6 @@ DECLARE
     -- A pool not refilled for this long goes back to its ledger row.
     c_quiet constant interval := '60 seconds';
     v_until timestamptz := pg_catalog.clock_timestamp() + p_budget;
-    v_batch integer;
 BEGIN
     IF p_budget IS NULL OR p_batch IS NULL THEN
         RAISE EXCEPTION 'stockpool.maintain: % must not be NULL',
@@ -3007,11 +3024,7 @@ BEGIN
     settled := 0;
     refilled := 0;
     cooled := 0;
-    LOOP
-        v_batch := stockpool._maintain_step('expire', p_batch, c_quiet);
-        expired := expired + v_batch;
-        EXIT WHEN v_batch < p_batch OR pg_catalog.clock_timestamp() >= v_until;
-    END LOOP;
+    expired := stockpool._maintain_step('expire', p_batch, c_quiet, v_until);
     IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
         settled := stockpool._maintain_step('settle', p_batch, c_quiet);
         cooled := stockpool._maintain_step('cool', p_batch, c_quiet);
@@ -5161,10 +5174,10 @@ REVOKE ALL ON FUNCTION stockpool._key_lock_id(p_shop_id bigint, p_item_id bigint
 REVOKE ALL ON FUNCTION stockpool._lock_checkout(p_shop_id bigint, p_checkout_id uuid) FROM PUBLIC;
 
 --
--- Name: FUNCTION _maintain_step(p_step text, p_batch integer, p_quiet interval); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+-- Name: FUNCTION _maintain_step(p_step text, p_batch integer, p_quiet interval, p_until timestamp with time zone); Type: ACL; Schema: stockpool; Owner: stockpool_owner
 --
 
-REVOKE ALL ON FUNCTION stockpool._maintain_step(p_step text, p_batch integer, p_quiet interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION stockpool._maintain_step(p_step text, p_batch integer, p_quiet interval, p_until timestamp with time zone) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _mixed_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_named boolean); Type: ACL; Schema: stockpool; Owner: stockpool_owner

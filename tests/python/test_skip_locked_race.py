@@ -117,6 +117,19 @@ def stopped(pid: int, function: str) -> Iterator[Stopped]:
         s.go()
 
 
+YIELDS = "SELECT value FROM stockpool.metrics() WHERE metric = 'maintenance_yields_total'"
+
+
+def _yields_after(conn: psycopg.Connection, before: float) -> float:
+    """maintenance_yields_total once it moved from ``before`` (a backend's
+    function counts reach the statistics within a second or so of its call,
+    at once when it exits), or as it stands after 10 s."""
+    deadline = time.monotonic() + 10
+    while scalar(conn, YIELDS) == before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return float(scalar(conn, YIELDS))
+
+
 def _two_overdue_holds(conn: psycopg.Connection) -> None:
     """A key sold out to two holds that are overdue and not yet swept."""
     conn.execute("SELECT stockpool.set_stock(%s, %s, %s, 2)", (SHOP, ITEM, LOC))
@@ -136,6 +149,9 @@ def _race(conn: psycopg.Connection, conns: Conns, sweeping: str, quantity: int =
     updater = conns(autocommit=False, name="updater")
     sweeper = conns(autocommit=True, name="sweeper")
     buyer = conns(autocommit=True, name="buyer")
+    # The buyer waits first; its own deadlock check must not come before the
+    # sweeper's 50 ms are up, however long gdb takes to let the sweeper go.
+    buyer.execute("SET deadlock_timeout = '10s'")
     # EARLY's row being updated: the sweep's lock on it finds the updater
     # in progress, and checks it again once the breakpoint lets it go.
     updater.execute("UPDATE stockpool.holds SET updated_at = now() WHERE checkout_id = %s", (EARLY,))
@@ -179,15 +195,11 @@ def test_control_a_bare_skip_locked_batch_deadlocks(conn: psycopg.Connection, co
 def test_a_maintenance_step_that_waits_gives_its_batch_up(
     conn: psycopg.Connection, conns: Conns, sweeping: str
 ) -> None:
-    yields = "SELECT value FROM stockpool.metrics() WHERE metric = 'maintenance_yields_total'"
-    before = scalar(conn, yields)
+    before = scalar(conn, YIELDS)
     _two_overdue_holds(conn)
     swept, bought = _race(conn, conns, sweeping)
     assert (swept, bought) == (0, True)
-    deadline = time.monotonic() + 10
-    while scalar(conn, yields) == before and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert scalar(conn, yields) == before + 1
+    assert _yields_after(conn, before) == before + 1
     # The buyer expired both overdue holds and took one of their units.
     statuses = conn.execute(
         "SELECT checkout_id, status FROM stockpool.holds WHERE item_id = %s AND checkout_id IN (%s, %s)",
@@ -206,13 +218,16 @@ def test_a_step_behind_a_table_lock_gives_up_and_the_others_run(
     a table lock (a migration's, say) gives that step up after 50 ms; the
     expiry before it stands."""
     _two_overdue_holds(conn)
+    before = scalar(conn, YIELDS)
     migrating = conns(autocommit=False, name="migration")
     migrating.execute("LOCK TABLE stockpool.pending_claims IN ACCESS EXCLUSIVE MODE")
     sweeper = conns(autocommit=True, name="sweeper", lock_timeout="5s")
     started = time.monotonic()
     assert scalar(sweeper, "SELECT stockpool.sweep(500)") == 2
     assert time.monotonic() - started < 4  # not the caller's own 5 s lock_timeout
-    migrating.rollback()
+    sweeper.close()
+    migrating.rollback()  # metrics() reads pending_claims too
+    assert _yields_after(conn, before) == before + 1  # the settle step; expire and cool ran
     assert scalar(conn, "SELECT count(*) FROM stockpool.holds WHERE status = 'expired'") == 2
     assert levels(conn, SHOP, ITEM, LOC) == (2, 0, 0, 2)
     assert violations(conn) == []
@@ -237,19 +252,44 @@ def test_a_cycle_count_whose_expiry_would_wait_expires_nothing(
     row; that step gives up after 50 ms instead of waiting with them held.
     Here what it would wait for is a table lock (SHARE on holds: reads go on,
     writes queue), the one wait a test can set up without gdb: EARLY's hold is
-    left alone, LATE's two live units are more than 1, so SP002 at once,
-    not the caller's own lock_timeout (55P03 after 5 s)."""
+    left alone, so LATE's two live units and EARLY's one are more than 2:
+    SP002 at once, not the caller's own lock_timeout (55P03 after 5 s). The
+    same count without the lock expires EARLY's hold and goes through."""
     _one_overdue_hold_beside_a_live_one(conn)
     migrating = conns(autocommit=False, name="migration")
     migrating.execute("LOCK TABLE stockpool.holds IN SHARE MODE")
     counter = conns(autocommit=True, name="stocktaker", lock_timeout="5s")
     started = time.monotonic()
     with pytest.raises(psycopg.Error) as raised:
-        counter.execute("SELECT stockpool.set_stock(%s, %s, %s, 1)", (SHOP, ITEM, LOC))
+        counter.execute("SELECT stockpool.set_stock(%s, %s, %s, 2)", (SHOP, ITEM, LOC))
     assert raised.value.sqlstate == "SP002"
     assert time.monotonic() - started < 4
     migrating.rollback()
-    # Without the lock the same count expires EARLY's hold and goes through.
     assert scalar(counter, "SELECT stockpool.set_stock(%s, %s, %s, 2)", (SHOP, ITEM, LOC)) == 2
     assert scalar(conn, "SELECT status FROM stockpool.holds WHERE checkout_id = %s", (EARLY,)) == "expired"
     assert violations(conn) == []
+
+
+def test_a_cycle_count_leaves_the_callers_lock_timeout_as_it_was(
+    conn: psycopg.Connection, conns: Conns
+) -> None:
+    """The expiry's 50 ms is its own: after set_stock the caller's transaction
+    has its lock_timeout back, whether the expiry ran or gave up."""
+    _one_overdue_hold_beside_a_live_one(conn)
+    counter = conns(autocommit=False, name="stocktaker")
+    counter.execute("SET LOCAL lock_timeout = '5s'")
+    assert scalar(counter, "SELECT stockpool.set_stock(%s, %s, %s, 2)", (SHOP, ITEM, LOC)) == 2
+    assert scalar(counter, "SELECT count(*) FROM stockpool.holds WHERE status = 'expired'") == 1
+    assert scalar(counter, "SHOW lock_timeout") == "5s"
+    counter.rollback()
+    migrating = conns(autocommit=False, name="migration")
+    migrating.execute("LOCK TABLE stockpool.holds IN SHARE MODE")
+    counter.execute("SET LOCAL lock_timeout = '5s'")
+    counter.execute("SAVEPOINT count")
+    with pytest.raises(psycopg.Error) as raised:
+        counter.execute("SELECT stockpool.set_stock(%s, %s, %s, 2)", (SHOP, ITEM, LOC))
+    assert raised.value.sqlstate == "SP002"
+    counter.execute("ROLLBACK TO SAVEPOINT count")
+    assert scalar(counter, "SHOW lock_timeout") == "5s"
+    counter.rollback()
+    migrating.rollback()
