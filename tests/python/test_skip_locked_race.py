@@ -20,6 +20,8 @@ goes on.
 - sweep() and maintain() give the step up after 50 ms (lock_timeout, in a
   subtransaction), count it in maintenance_yields_total, and the buyer gets
   its unit from the overdue holds it expires itself.
+- set_stock, which expires overdue holds the same way while it holds the
+  key's refill lock and ledger row, gives that expiry up: SP002.
 """
 
 from __future__ import annotations
@@ -293,3 +295,18 @@ def test_a_cycle_count_leaves_the_callers_lock_timeout_as_it_was(
     assert scalar(counter, "SHOW lock_timeout") == "5s"
     counter.rollback()
     migrating.rollback()
+
+
+def test_a_cycle_count_in_the_race_gives_its_expiry_up(conn: psycopg.Connection, conns: Conns) -> None:
+    """The race itself against set_stock: lowering the sold-out key to 1 makes
+    it expire the overdue holds (LATE, then EARLY, in expiry order) while it
+    holds the key's refill lock and ledger row; the buyer, which sees no free
+    unit and so does not queue for the refill lock, locks EARLY's new version
+    and waits for LATE. set_stock gives its expiry up: SP002, as if both
+    holds were locked; the buyer then expires both and gets its unit."""
+    _two_overdue_holds(conn)
+    counted, bought = _race(conn, conns, f"SELECT stockpool.set_stock({SHOP}, {ITEM}, {LOC}, 1)")
+    assert isinstance(counted, psycopg.Error) and counted.sqlstate == "SP002", counted
+    assert bought is True
+    assert levels(conn, SHOP, ITEM, LOC) == (2, 1, 1, 0)
+    assert violations(conn) == []
