@@ -3,7 +3,7 @@
 -- between batches), folds pending claims, tops up pools at their low-water
 -- mark, hands quiet pools back, and says what it did; never waits.
 BEGIN;
-SELECT plan(23);
+SELECT plan(32);
 
 SELECT has_function('stockpool', 'maintain', ARRAY['interval', 'integer'], 'maintain(interval, integer) exists');
 SELECT throws_ok('SELECT * FROM stockpool.maintain(NULL)', '22004', NULL, 'NULL p_budget: 22004');
@@ -64,6 +64,36 @@ SELECT results_eq($$SELECT refilled FROM stockpool.maintain('1 hour')$$, $$VALUE
 UPDATE stockpool.stock SET refilled_at = now() - interval '61 seconds' WHERE item_id = 1831;
 SELECT results_eq($$SELECT cooled FROM stockpool.maintain()$$, $$VALUES (14)$$,
     'the quiet pool of key 1831 (14 units) is handed back');
+
+-- _maintain_step, which every step of sweep and maintain goes through (the
+-- give-up after 50 ms of waiting needs a second session:
+-- tests/python/test_skip_locked_race.py).
+SELECT throws_ok($$SELECT stockpool._maintain_step('vacuum', 10, '1 minute')$$, 'P0001',
+    'stockpool._maintain_step: unknown step vacuum', 'an unknown step is refused');
+SELECT is(stockpool.set_stock(1, 1840, 1, 5), 5, 'key 1840 at 5');
+SELECT ok(stockpool.reserve_units(1, 1840, 1, 1, '00000000-0000-0000-0000-000000001841'), 'a hold');
+SELECT ok(stockpool.reserve_units(1, 1840, 1, 1, '00000000-0000-0000-0000-000000001842'), 'another');
+UPDATE stockpool.holds SET expires_at = now() - interval '1 minute' WHERE item_id = 1840;
+CREATE TEMPORARY TABLE expiries_before AS
+SELECT coalesce(pg_catalog.pg_stat_get_xact_function_calls('stockpool._tally_expiry()'::regprocedure), 0) AS n;
+SET LOCAL lock_timeout = '7s';
+SELECT is(stockpool._maintain_step('expire', 1, '1 minute', clock_timestamp() + interval '1 hour'), 2,
+    'expire with p_until: batches of 1 until one is not full, 2 holds');
+SELECT is(
+    (SELECT coalesce(pg_catalog.pg_stat_get_xact_function_calls('stockpool._tally_expiry()'::regprocedure), 0) - n
+     FROM expiries_before)::integer,
+    2, 'counted once the step stands: two expiries');
+SELECT is(current_setting('lock_timeout'), '7s', 'the caller''s lock_timeout is back after the step');
+SELECT is(
+    (SELECT count(*)::integer FROM stockpool.holds WHERE item_id = 1840 AND status = 'expired'),
+    2, 'both holds expired');
+SELECT set_eq(
+    $$SELECT proname::text FROM pg_catalog.pg_proc
+      WHERE pronamespace = 'stockpool'::regnamespace
+          AND proname NOT IN ('_expire_due', '_settle_due', '_cool_quiet', '_top_up_low')
+          AND pg_catalog.pg_get_functiondef(oid) ~ 'stockpool\._(expire_due|settle_due|cool_quiet|top_up_low)\('$$,
+    ARRAY['_maintain_step'],
+    'no function but _maintain_step runs a maintenance step (one that runs it bare could wait with its batch held)');
 
 SELECT * FROM finish();
 ROLLBACK;
