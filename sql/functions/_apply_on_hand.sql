@@ -11,13 +11,9 @@
 -- Holds it expires are counted (_tally_expiry) once the change is made.
 -- Locks: the key's refill advisory lock, then the ledger row (the same order
 -- as refills); never waits on pool rows or hold rows (both SKIP LOCKED). The
--- overdue holds' expiry runs with lock_timeout 50 ms in a subtransaction: in
--- PostgreSQL's SKIP LOCKED race (docs/locking.md, "SKIP LOCKED can wait") it
--- would wait for a buyer whose _expire_key locked one of those rows and waits
--- for another this expiry holds (checkout_id order against this one's
--- expiry order), with the refill lock and ledger row held besides. It gives
--- up instead, as if every overdue hold were locked (SP002 unless the rest
--- suffices), and the caller's lock_timeout is back afterwards.
+-- overdue holds' expiry (_expire_overdue_tried) gives up after 50 ms of
+-- waiting, in PostgreSQL's SKIP LOCKED race, as if every overdue hold were
+-- locked (SP002 unless the rest suffices).
 -- Raises 22003 (result beyond integer), 22023 (negative result), SP001
 -- (relative change of an unknown key), SP002 (below live holds), SP010 (a
 -- named key: its units come and go with set_named_units and
@@ -40,7 +36,6 @@ DECLARE
     v_taken integer;
     v_expired integer;
     v_expired_holds integer := 0;
-    v_lock_timeout text;
 BEGIN
     PERFORM pg_catalog.pg_advisory_xact_lock(
         stockpool._key_lock_id(p_shop_id, p_item_id, p_location_id));
@@ -106,48 +101,13 @@ BEGIN
             AND d.ctid = picked.row_id;
         GET DIAGNOSTICS v_taken = ROW_COUNT;
         v_stock.allocated := v_stock.allocated - v_taken;
-        -- An overdue hold still counts in allocated until a sweep, but it is
-        -- not live and must not block a cycle count: expire it here. SKIP
-        -- LOCKED, not _expire_key's wait: this transaction holds the ledger
-        -- row, and a hold locked by its owner or a sweeper is being dealt
-        -- with already. Its units leave allocated as far as the new on_hand
-        -- needs; any surplus goes back to the pool (or, for a key without
-        -- one, stays free on the ledger row).
+        -- Overdue holds next (_expire_overdue_tried, SKIP LOCKED). Their
+        -- units leave allocated as far as the new on_hand needs; any surplus
+        -- goes back to the pool (or, for a key without one, stays free on
+        -- the ledger row).
         IF v_target < v_stock.allocated THEN
-            v_lock_timeout := pg_catalog.current_setting('lock_timeout');
-            BEGIN
-                PERFORM pg_catalog.set_config('lock_timeout', '50ms', true);
-                WITH due AS (
-                    SELECT h.checkout_id
-                    FROM stockpool.holds AS h
-                    WHERE h.shop_id = p_shop_id
-                        AND h.item_id = p_item_id
-                        AND h.location_id = p_location_id
-                        AND h.status = 'held'
-                        AND h.expires_at <= pg_catalog.now()
-                    FOR UPDATE SKIP LOCKED
-                ),
-                expired AS (
-                    UPDATE stockpool.holds AS h
-                    SET status = 'expired',
-                        updated_at = pg_catalog.now()
-                    FROM due
-                    WHERE h.shop_id = p_shop_id
-                        AND h.checkout_id = due.checkout_id
-                        AND h.item_id = p_item_id
-                        AND h.location_id = p_location_id
-                    RETURNING h.quantity
-                )
-                SELECT coalesce(pg_catalog.sum(expired.quantity), 0)::integer, pg_catalog.count(*)::integer
-                INTO v_expired, v_expired_holds
-                FROM expired;
-                PERFORM pg_catalog.set_config('lock_timeout', v_lock_timeout, true);
-            EXCEPTION
-                -- Rolled back, lock_timeout with it: nothing expired.
-                WHEN lock_not_available OR deadlock_detected THEN
-                    v_expired := 0;
-                    v_expired_holds := 0;
-            END;
+            SELECT e.units, e.holds INTO v_expired, v_expired_holds
+            FROM stockpool._expire_overdue_tried(p_shop_id, p_item_id, p_location_id) AS e;
             v_taken := LEAST(v_expired, v_stock.allocated - v_target);
             IF v_stock.pool_target = 0 THEN
                 -- No pool: the surplus is free on this row, which we hold.

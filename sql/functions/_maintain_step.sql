@@ -39,9 +39,6 @@ DECLARE
     v_done integer := 0;
     v_batch integer;
 BEGIN
-    IF p_step NOT IN ('expire', 'settle', 'cool', 'top_up') THEN
-        RAISE EXCEPTION 'stockpool._maintain_step: unknown step %', p_step;
-    END IF;
     BEGIN
         IF p_step = 'expire' THEN
             LOOP
@@ -53,8 +50,10 @@ BEGIN
             v_done := stockpool._settle_due(p_batch);
         ELSIF p_step = 'cool' THEN
             v_done := stockpool._cool_quiet(p_batch, p_quiet);
-        ELSE
+        ELSIF p_step = 'top_up' THEN
             v_done := stockpool._top_up_low(p_batch, p_quiet);
+        ELSE
+            RAISE EXCEPTION 'stockpool._maintain_step: unknown step %', p_step;
         END IF;
     EXCEPTION
         WHEN lock_not_available OR deadlock_detected THEN

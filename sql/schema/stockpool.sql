@@ -71,7 +71,6 @@ DECLARE
     v_taken integer;
     v_expired integer;
     v_expired_holds integer := 0;
-    v_lock_timeout text;
 BEGIN
     PERFORM pg_catalog.pg_advisory_xact_lock(
         stockpool._key_lock_id(p_shop_id, p_item_id, p_location_id));
@@ -137,48 +136,13 @@ BEGIN
             AND d.ctid = picked.row_id;
         GET DIAGNOSTICS v_taken = ROW_COUNT;
         v_stock.allocated := v_stock.allocated - v_taken;
-        -- An overdue hold still counts in allocated until a sweep, but it is
-        -- not live and must not block a cycle count: expire it here. SKIP
-        -- LOCKED, not _expire_key's wait: this transaction holds the ledger
-        -- row, and a hold locked by its owner or a sweeper is being dealt
-        -- with already. Its units leave allocated as far as the new on_hand
-        -- needs; any surplus goes back to the pool (or, for a key without
-        -- one, stays free on the ledger row).
+        -- Overdue holds next (_expire_overdue_tried, SKIP LOCKED). Their
+        -- units leave allocated as far as the new on_hand needs; any surplus
+        -- goes back to the pool (or, for a key without one, stays free on
+        -- the ledger row).
         IF v_target < v_stock.allocated THEN
-            v_lock_timeout := pg_catalog.current_setting('lock_timeout');
-            BEGIN
-                PERFORM pg_catalog.set_config('lock_timeout', '50ms', true);
-                WITH due AS (
-                    SELECT h.checkout_id
-                    FROM stockpool.holds AS h
-                    WHERE h.shop_id = p_shop_id
-                        AND h.item_id = p_item_id
-                        AND h.location_id = p_location_id
-                        AND h.status = 'held'
-                        AND h.expires_at <= pg_catalog.now()
-                    FOR UPDATE SKIP LOCKED
-                ),
-                expired AS (
-                    UPDATE stockpool.holds AS h
-                    SET status = 'expired',
-                        updated_at = pg_catalog.now()
-                    FROM due
-                    WHERE h.shop_id = p_shop_id
-                        AND h.checkout_id = due.checkout_id
-                        AND h.item_id = p_item_id
-                        AND h.location_id = p_location_id
-                    RETURNING h.quantity
-                )
-                SELECT coalesce(pg_catalog.sum(expired.quantity), 0)::integer, pg_catalog.count(*)::integer
-                INTO v_expired, v_expired_holds
-                FROM expired;
-                PERFORM pg_catalog.set_config('lock_timeout', v_lock_timeout, true);
-            EXCEPTION
-                -- Rolled back, lock_timeout with it: nothing expired.
-                WHEN lock_not_available OR deadlock_detected THEN
-                    v_expired := 0;
-                    v_expired_holds := 0;
-            END;
+            SELECT e.units, e.holds INTO v_expired, v_expired_holds
+            FROM stockpool._expire_overdue_tried(p_shop_id, p_item_id, p_location_id) AS e;
             v_taken := LEAST(v_expired, v_stock.allocated - v_target);
             IF v_stock.pool_target = 0 THEN
                 -- No pool: the surplus is free on this row, which we hold.
@@ -516,6 +480,55 @@ ALTER FUNCTION stockpool._expire_key(p_shop_id bigint, p_item_id bigint, p_locat
 COMMENT ON FUNCTION stockpool._expire_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_buckets integer) IS 'Internal: expire one key''s overdue holds and return their units to its pool; returns holds expired.';
 
 --
+-- Name: _expire_overdue_tried(bigint, bigint, bigint); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
+--
+
+CREATE FUNCTION stockpool._expire_overdue_tried(p_shop_id bigint, p_item_id bigint, p_location_id bigint, OUT units integer, OUT holds integer) RETURNS record
+    LANGUAGE plpgsql
+    SET lock_timeout TO '50ms'
+    AS $$
+BEGIN
+    WITH due AS (
+        SELECT h.checkout_id
+        FROM stockpool.holds AS h
+        WHERE h.shop_id = p_shop_id
+            AND h.item_id = p_item_id
+            AND h.location_id = p_location_id
+            AND h.status = 'held'
+            AND h.expires_at <= pg_catalog.now()
+        FOR UPDATE SKIP LOCKED
+    ),
+    expired AS (
+        UPDATE stockpool.holds AS h
+        SET status = 'expired',
+            updated_at = pg_catalog.now()
+        FROM due
+        WHERE h.shop_id = p_shop_id
+            AND h.checkout_id = due.checkout_id
+            AND h.item_id = p_item_id
+            AND h.location_id = p_location_id
+        RETURNING h.quantity
+    )
+    SELECT coalesce(pg_catalog.sum(expired.quantity), 0)::integer, pg_catalog.count(*)::integer
+    INTO units, holds
+    FROM expired;
+EXCEPTION
+    -- Rolled back: nothing expired.
+    WHEN lock_not_available OR deadlock_detected THEN
+        units := 0;
+        holds := 0;
+END;
+$$;
+
+ALTER FUNCTION stockpool._expire_overdue_tried(p_shop_id bigint, p_item_id bigint, p_location_id bigint, OUT units integer, OUT holds integer) OWNER TO stockpool_owner;
+
+--
+-- Name: FUNCTION _expire_overdue_tried(p_shop_id bigint, p_item_id bigint, p_location_id bigint, OUT units integer, OUT holds integer); Type: COMMENT; Schema: stockpool; Owner: stockpool_owner
+--
+
+COMMENT ON FUNCTION stockpool._expire_overdue_tried(p_shop_id bigint, p_item_id bigint, p_location_id bigint, OUT units integer, OUT holds integer) IS 'Internal: expire a key''s overdue holds SKIP LOCKED for a cycle count, giving up after 50 ms of waiting; returns (units, holds).';
+
+--
 -- Name: _free_labels(bigint, bigint, bigint, text[], integer); Type: FUNCTION; Schema: stockpool; Owner: stockpool_owner
 --
 
@@ -651,9 +664,6 @@ DECLARE
     v_done integer := 0;
     v_batch integer;
 BEGIN
-    IF p_step NOT IN ('expire', 'settle', 'cool', 'top_up') THEN
-        RAISE EXCEPTION 'stockpool._maintain_step: unknown step %', p_step;
-    END IF;
     BEGIN
         IF p_step = 'expire' THEN
             LOOP
@@ -665,8 +675,10 @@ BEGIN
             v_done := stockpool._settle_due(p_batch);
         ELSIF p_step = 'cool' THEN
             v_done := stockpool._cool_quiet(p_batch, p_quiet);
-        ELSE
+        ELSIF p_step = 'top_up' THEN
             v_done := stockpool._top_up_low(p_batch, p_quiet);
+        ELSE
+            RAISE EXCEPTION 'stockpool._maintain_step: unknown step %', p_step;
         END IF;
     EXCEPTION
         WHEN lock_not_available OR deadlock_detected THEN
@@ -5148,6 +5160,12 @@ REVOKE ALL ON FUNCTION stockpool._expire_due(p_batch integer) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION stockpool._expire_key(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_buckets integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION _expire_overdue_tried(p_shop_id bigint, p_item_id bigint, p_location_id bigint, OUT units integer, OUT holds integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner
+--
+
+REVOKE ALL ON FUNCTION stockpool._expire_overdue_tried(p_shop_id bigint, p_item_id bigint, p_location_id bigint, OUT units integer, OUT holds integer) FROM PUBLIC;
 
 --
 -- Name: FUNCTION _free_labels(p_shop_id bigint, p_item_id bigint, p_location_id bigint, p_labels text[], p_buckets integer); Type: ACL; Schema: stockpool; Owner: stockpool_owner

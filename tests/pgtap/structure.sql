@@ -317,11 +317,11 @@ SELECT functions_are('stockpool',
           '_tally_reservation', '_tally_refusal', '_tally_claim', '_tally_release', '_tally_expiry',
           '_tally_refill', '_tally_no_new_hold', '_pooled_note', '_note_key', '_noted_buckets',
           '_should_look', '_sample_span', '_pool_look', '_buckets_to_note', '_maintain_step',
-          '_tally_maintenance_yield'],
+          '_tally_maintenance_yield', '_expire_overdue_tried'],
     'stockpool has exactly its functions');
 SELECT is(
     (SELECT count(*)::integer FROM pg_catalog.pg_proc WHERE pronamespace = 'stockpool'::regnamespace),
-    66, 'no function is overloaded (66 names, 66 functions)');
+    67, 'no function is overloaded (67 names, 67 functions)');
 SELECT results_eq(
     $$SELECT p.proname::text COLLATE "default", pg_get_function_arguments(p.oid), pg_get_function_result(p.oid)
       FROM pg_catalog.pg_proc AS p
