@@ -5,6 +5,7 @@ for each cell."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from pathlib import Path
 
 import psycopg
@@ -51,15 +52,37 @@ class Workspace:
         with psycopg.connect(self.template_dsn, autocommit=True) as conn:
             conn.execute((PGBENCH_DIR / "bench_setup.sql").read_bytes())
 
-    def fresh(self, strategy: str, clients: int, units: int, per_key: int = 500) -> str:
-        """A new copy of the template laid out for one cell, vacuumed and checkpointed."""
+    def fresh(
+        self,
+        strategy: str,
+        clients: int,
+        units: int,
+        per_key: int = 500,
+        settings: Mapping[str, str] | None = None,
+    ) -> str:
+        """A new copy of the template laid out for one cell, vacuumed and
+        checkpointed. ``settings``: server settings of this copy alone
+        (ALTER DATABASE), checked from a session of it."""
+        settings = settings or {}
         self._admin(
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(CELL_DB)),
             sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
                 sql.Identifier(CELL_DB), sql.Identifier(TEMPLATE_DB)
             ),
+            *(
+                sql.SQL("ALTER DATABASE {} SET {} = {}").format(
+                    sql.Identifier(CELL_DB), sql.Identifier(name), sql.Literal(value)
+                )
+                for name, value in settings.items()
+            ),
         )
         with psycopg.connect(self.cell_dsn, autocommit=True) as conn:
+            for name, value in settings.items():
+                row = conn.execute("SELECT current_setting(%s)", (name,)).fetchone()
+                if not row or row[0] != value:
+                    raise StockpoolError(
+                        f"the cell's sessions see {name} = {row[0] if row else None}, not {value}"
+                    )
             conn.execute("SELECT bench.prepare(%s, %s, %s, %s)", (strategy, clients, units, per_key))
             conn.execute("VACUUM (ANALYZE)")
             conn.execute("CHECKPOINT")
